@@ -1,0 +1,33 @@
+"""Validated engine configuration (a pydantic boundary object)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+GiB = 1 << 30
+
+
+class EngineConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_dir: Path
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"
+    max_num_seqs: int = Field(128, ge=1)
+    max_num_batched_tokens: int = Field(2048, ge=16)
+    kv_cache_memory: int | None = Field(None, ge=1, description="bytes for the KV pool; None picks a default")
+    block_size: int = Field(16, ge=1, le=1024)
+    max_model_len: int | None = Field(None, ge=2)
+    seed: int = 0
+    enable_prefix_caching: bool = True
+    quantization: Literal["int8"] | None = None
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if v != "auto" and not (v == "cpu" or v.startswith("cuda")):
+            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {v!r}")
+        return v

@@ -1,0 +1,9 @@
+"""Engine exceptions: each names the file, field or value at fault."""
+
+
+class EngineError(Exception):
+    """Base class for errors raised by the engine."""
+
+
+class ModelLoadError(EngineError):
+    """The model directory is missing, incomplete or holds something we cannot run."""

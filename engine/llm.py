@@ -1,0 +1,304 @@
+"""Offline batch API: `LLM(model_dir).generate(prompts, params)`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence as Seq
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.block_manager import BlockManager
+from engine.config import GiB, EngineConfig
+from engine.core import EngineCore
+from engine.errors import ModelLoadError
+from engine.model_runner import ModelRunner
+from engine.models.config import ModelConfig, load_model_config
+from engine.models.loader import load_model
+from engine.models.rotary import rotary_tables
+from engine.outputs import RequestMetrics, RequestOutput
+from engine.sampling_params import SamplingParams
+from engine.scheduler import Scheduler
+from engine.sequence import Sequence
+from engine.tokenizer import Tokenizer
+from kernels import get_kernels
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available")
+    return dev
+
+
+def _resolve_dtype(name: str, cfg: ModelConfig, device: torch.device) -> torch.dtype:
+    if name != "auto":
+        return _DTYPES[name]
+    dtype = _DTYPES.get(str(cfg.torch_dtype), torch.float32)
+    if device.type == "cpu" and dtype is torch.float16:
+        return torch.bfloat16  # CPU fp16 GEMMs are slow; bf16 keeps the range
+    return dtype
+
+
+def _available_memory() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 8 * GiB
+
+
+def _load_eos_ids(model_dir: Path, cfg: ModelConfig, tokenizer: Tokenizer) -> list[int]:
+    ids = list(cfg.eos_token_ids)
+    gen_path = model_dir / "generation_config.json"
+    if gen_path.is_file():
+        try:
+            gen = json.loads(gen_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise ModelLoadError(f"{gen_path}: invalid JSON ({exc})") from exc
+        eos = gen.get("eos_token_id")
+        ids += [eos] if isinstance(eos, int) else list(eos or [])
+    if tokenizer.eos_token_id is not None:
+        ids.append(tokenizer.eos_token_id)
+    return sorted(set(int(i) for i in ids))
+
+
+class LLM:
+    """Loads a Hugging Face checkpoint and serves offline batches with continuous batching over a paged KV cache."""
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str],
+        dtype: str = "auto",
+        device: str = "auto",
+        max_num_seqs: int = 128,
+        max_num_batched_tokens: int = 2048,
+        kv_cache_memory: int | None = None,
+        block_size: int = 16,
+        max_model_len: int | None = None,
+        seed: int = 0,
+        enable_prefix_caching: bool = True,
+        quantization: str | None = None,
+    ) -> None:
+        self.config = EngineConfig(
+            model_dir=Path(model_dir),
+            dtype=dtype,  # type: ignore[arg-type]
+            device=device,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            kv_cache_memory=kv_cache_memory,
+            block_size=block_size,
+            max_model_len=max_model_len,
+            seed=seed,
+            enable_prefix_caching=enable_prefix_caching,
+            quantization=quantization,  # type: ignore[arg-type]
+        )
+        model_path = self.config.model_dir
+        if not model_path.is_dir():
+            raise ModelLoadError(f"model directory {str(model_path)!r} does not exist")
+        self.model_config = cfg = load_model_config(model_path)
+        self.tokenizer = Tokenizer(model_path)
+        self.device = _resolve_device(self.config.device)
+        self.dtype = _resolve_dtype(self.config.dtype, cfg, self.device)
+        self.max_model_len = self.config.max_model_len or cfg.max_position_embeddings
+        if self.max_model_len > cfg.max_position_embeddings:
+            raise ValueError(
+                f"max_model_len {self.max_model_len} exceeds the model's max_position_embeddings "
+                f"{cfg.max_position_embeddings}"
+            )
+        self.eos_token_ids = _load_eos_ids(model_path, cfg, self.tokenizer)
+        self.kernels = get_kernels(self.device)
+        self.model = load_model(cfg, model_path, self.dtype, self.device, self.kernels)
+        if self.config.quantization is not None:
+            from engine.quantization import quantize_model  # noqa: PLC0415 - only when asked for
+
+            quantize_model(self.model, self.config.quantization)
+
+        elem = torch.empty((), dtype=self.dtype).element_size()
+        block_bytes = self.config.block_size * cfg.kv_bytes_per_token * elem
+        budget = self.config.kv_cache_memory or self._default_kv_budget()
+        num_blocks = budget // block_bytes
+        if num_blocks < 1:
+            raise ValueError(f"kv_cache_memory={budget} bytes is smaller than one KV block ({block_bytes} bytes)")
+        shape = (num_blocks, self.config.block_size, cfg.num_kv_heads, cfg.head_dim)
+        self.kv_caches = [
+            (torch.zeros(shape, dtype=self.dtype, device=self.device), torch.zeros(shape, dtype=self.dtype, device=self.device))
+            for _ in range(cfg.num_layers)
+        ]
+        self.kv_cache_bytes = num_blocks * block_bytes
+        cos, sin = rotary_tables(cfg, self.max_model_len + 1, self.dtype, self.device)
+        self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
+        runner = ModelRunner(
+            self.model, self.kv_caches, cos, sin, self.config.block_size, self.device, cfg.sliding_window
+        )
+        self._core = EngineCore(self.scheduler, runner, self.tokenizer, self.eos_token_ids, self.max_model_len)
+        self._structured = None
+        self._request_counter = 0
+
+    # ------------------------------------------------------------------------------------------------------------
+    def _default_kv_budget(self) -> int:
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            return int(free * 0.8)
+        # Enough for max_num_seqs full-length sequences, but never more than 4 GiB or 40% of free RAM.
+        cfg = self.model_config
+        elem = torch.empty((), dtype=self.dtype).element_size()
+        useful = self.config.max_num_seqs * (self.max_model_len + self.config.block_size) * cfg.kv_bytes_per_token * elem
+        return int(min(useful, 4 * GiB, 0.4 * _available_memory()))
+
+    def config_summary(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "model_dir": str(c.model_dir),
+            "architecture": self.model_config.architecture,
+            "dtype": str(self.dtype).replace("torch.", ""),
+            "device": str(self.device),
+            "max_num_seqs": c.max_num_seqs,
+            "max_num_batched_tokens": c.max_num_batched_tokens,
+            "block_size": c.block_size,
+            "kv_cache_blocks": self.block_manager.num_blocks,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "max_model_len": self.max_model_len,
+            "enable_prefix_caching": c.enable_prefix_caching,
+            "quantization": c.quantization,
+            "kernels": self.kernels.backend,
+            "seed": c.seed,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        bm = self.block_manager.stats
+        cnt = self._core.counters
+        return {
+            "kv_blocks_total": bm.total,
+            "kv_blocks_peak_used": bm.peak_used,
+            "kv_blocks_used": self.block_manager.num_used,
+            "num_preemptions": self.scheduler.num_preemptions,
+            "prefix_cache_queries": bm.prefix_queries,
+            "prefix_cache_hits": bm.prefix_hits,
+            "prefix_cache_hit_rate": (bm.prefix_hits / bm.prefix_queries) if bm.prefix_queries else 0.0,
+            "prefix_cache_evictions": bm.evictions,
+            "prefill_tokens_computed": cnt.prefill_tokens_computed,
+            "prefill_tokens_cached": bm.prefix_hits,
+            "prompt_tokens": cnt.prompt_tokens,
+            "output_tokens": cnt.output_tokens,
+            "steps": cnt.steps,
+        }
+
+    def _structured_backend(self):
+        if self._structured is None:
+            from engine.structured import StructuredOutputBackend  # noqa: PLC0415 - optional dependency
+
+            self._structured = StructuredOutputBackend(
+                self.tokenizer.path, self.model_config.vocab_size, self.eos_token_ids
+            )
+        return self._structured
+
+    # ------------------------------------------------------------------------------------------------------------
+    def _make_sequences(
+        self, prompts: Seq[str] | Seq[Seq[int]], params: SamplingParams | Seq[SamplingParams] | None
+    ) -> list[Sequence]:
+        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Seq):
+            raise TypeError("prompts must be a list of strings or a list of token-id lists")
+        if len(prompts) == 0:
+            raise ValueError("prompts is empty: nothing to generate")
+        if params is None:
+            params = SamplingParams()
+        if isinstance(params, SamplingParams):
+            plist = [params] * len(prompts)
+        else:
+            plist = list(params)
+            if len(plist) != len(prompts):
+                raise ValueError(f"got {len(plist)} SamplingParams for {len(prompts)} prompts")
+            if not all(isinstance(p, SamplingParams) for p in plist):
+                raise TypeError("params must be SamplingParams or a list of them")
+        vocab = self.model_config.vocab_size
+        now = time.perf_counter()
+        seqs = []
+        for i, (prompt, p) in enumerate(zip(prompts, plist)):
+            if isinstance(prompt, str):
+                if not prompt:
+                    raise ValueError(f"prompt {i} is empty")
+                ids = self.tokenizer.encode(prompt)
+            else:
+                ids = [int(t) for t in prompt]
+                bad = [t for t in ids if not 0 <= t < vocab]
+                if bad:
+                    raise ValueError(f"prompt {i} has token ids outside the vocabulary [0, {vocab}): {bad[:5]}")
+            if not ids:
+                raise ValueError(f"prompt {i} is empty")
+            gen = None
+            if not p.greedy:
+                seed = p.seed if p.seed is not None else hash((self.config.seed, self._request_counter)) & 0x7FFFFFFF
+                gen = torch.Generator(device=self.device).manual_seed(seed)
+            matcher = self._structured_backend().new_matcher(p.json_schema) if p.json_schema is not None else None
+            seq = Sequence(index=i, prompt_ids=ids, params=p, metrics=RequestMetrics(arrival_time=now),
+                           generator=gen, matcher=matcher)
+            self._request_counter += 1
+            if len(ids) > self.max_model_len:
+                seq.finish_reason = "error"
+                seq.error = f"prompt has {len(ids)} tokens, more than max_model_len={self.max_model_len}"
+            seqs.append(seq)
+        return seqs
+
+    def generate_stream(
+        self,
+        prompts: Seq[str] | Seq[Seq[int]],
+        params: SamplingParams | Seq[SamplingParams] | None = None,
+        progress: bool = True,
+    ) -> Iterator[RequestOutput]:
+        """Yield each request's output as soon as it finishes (completion order; `output.index` maps back)."""
+        seqs = self._make_sequences(prompts, params)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm  # noqa: PLC0415
+
+            bar = tqdm(total=len(seqs), desc="generate", unit="req", dynamic_ncols=True)
+        start = time.perf_counter()
+        out_tokens0 = self._core.counters.output_tokens
+        try:
+            for seq in seqs:
+                if seq.finish_reason == "error":
+                    self.scheduler.failed.append(seq)
+                else:
+                    self._core.add(seq)
+            while self._core.has_unfinished() or self.scheduler.failed:
+                for out in self._core.step():
+                    if bar is not None:
+                        bar.update(1)
+                        elapsed = max(time.perf_counter() - start, 1e-9)
+                        bar.set_postfix(tok_s=f"{(self._core.counters.output_tokens - out_tokens0) / elapsed:.1f}")
+                    yield out
+        finally:
+            if bar is not None:
+                bar.close()
+            self._abort_unfinished()
+
+    def _abort_unfinished(self) -> None:
+        """If the caller stops consuming the stream, free everything so the engine is reusable."""
+        for seq in list(self.scheduler.running):
+            self.scheduler.finish(seq)
+        self.scheduler.waiting.clear()
+        self.scheduler.failed.clear()
+
+    def generate(
+        self,
+        prompts: Seq[str] | Seq[Seq[int]],
+        params: SamplingParams | Seq[SamplingParams] | None = None,
+        progress: bool = True,
+    ) -> list[RequestOutput]:
+        """Outputs in input order."""
+        outs: list[RequestOutput | None] = [None] * len(prompts)
+        for out in self.generate_stream(prompts, params, progress=progress):
+            outs[out.index] = out
+        return outs  # type: ignore[return-value]

@@ -1,0 +1,157 @@
+"""Turns a scheduled batch into one packed forward pass: token ids, positions, cache slots, attention layout.
+
+Index tensors are built once per step from Python lists (O(batch + new tokens)) and shared by all layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.models.llama import LlamaModel
+from engine.scheduler import ScheduledBatch
+from engine.sequence import Sequence
+from kernels import AttentionMetadata, DecodeGroup, PrefillSegment
+
+# Decode rows are grouped so padding wastes at most this share of a group's key positions.
+_MAX_PAD_WASTE = 0.2
+_MAX_GROUP = 64
+
+
+@dataclass
+class StepInputs:
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    meta: AttentionMetadata
+    logits_indices: torch.Tensor
+    sampling_seqs: list[Sequence]  # the sequences that sample a token this step, in logits row order
+
+
+class ModelRunner:
+    def __init__(
+        self,
+        model: LlamaModel,
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        block_size: int,
+        device: torch.device,
+        sliding_window: int | None,
+    ) -> None:
+        self.model = model
+        self.kv_caches = kv_caches
+        self.cos = cos
+        self.sin = sin
+        self.block_size = block_size
+        self.device = device
+        self.window = sliding_window
+
+    def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
+        bs, table = self.block_size, seq.block_table
+        return [table[p // bs] * bs + p % bs for p in range(start, end)]
+
+    def prepare(self, batch: ScheduledBatch) -> StepInputs:
+        bs = self.block_size
+        dev = self.device
+        decodes = [(s, n) for s, n in zip(batch.seqs, batch.num_tokens) if n == 1]
+        prefills = [(s, n) for s, n in zip(batch.seqs, batch.num_tokens) if n != 1]
+        decodes.sort(key=lambda sn: sn[0].num_computed_tokens)
+
+        ids: list[int] = []
+        pos: list[int] = []
+        slots: list[int] = []
+        logits_rows: list[int] = []
+        sampling: list[Sequence] = []
+        meta = AttentionMetadata(slot_mapping=torch.empty(0))
+
+        # Decode rows first, in ascending KV length so groups are contiguous row ranges.
+        group_start = 0
+        group_lens: list[int] = []
+        group_tables: list[list[int]] = []
+
+        def close_group(end: int) -> None:
+            if not group_lens:
+                return
+            meta.decode_groups.append(self._decode_group(group_start, end, group_lens, group_tables))
+
+        for row, (seq, _) in enumerate(decodes):
+            p = seq.num_computed_tokens
+            ids.append(seq.token_ids[p])
+            pos.append(p)
+            slots.append(seq.block_table[p // bs] * bs + p % bs)
+            logits_rows.append(row)
+            sampling.append(seq)
+            kv_len = p + 1
+            if group_lens:
+                longest = kv_len
+                padded = longest * (len(group_lens) + 1)
+                waste = 1 - (sum(group_lens) + kv_len) / padded
+                if waste > _MAX_PAD_WASTE or len(group_lens) >= _MAX_GROUP:
+                    close_group(row)
+                    group_start, group_lens, group_tables = row, [], []
+            group_lens.append(kv_len)
+            group_tables.append(seq.block_table)
+        close_group(len(decodes))
+
+        for seq, n in prefills:
+            start = seq.num_computed_tokens
+            end = start + n
+            row0 = len(ids)
+            ids.extend(seq.token_ids[start:end])
+            pos.extend(range(start, end))
+            slots.extend(self._slots(seq, start, end))
+            meta.prefills.append(self._prefill_segment(seq, row0, start, n))
+            if end == seq.num_tokens:
+                logits_rows.append(len(ids) - 1)
+                sampling.append(seq)
+
+        positions = torch.tensor(pos, dtype=torch.long)
+        meta.slot_mapping = torch.tensor(slots, dtype=torch.long, device=dev)
+        return StepInputs(
+            input_ids=torch.tensor(ids, dtype=torch.long, device=dev),
+            positions=positions.to(dev),
+            meta=meta,
+            logits_indices=torch.tensor(logits_rows, dtype=torch.long, device=dev),
+            sampling_seqs=sampling,
+        )
+
+    def _decode_group(self, start: int, end: int, lens: list[int], tables: list[list[int]]) -> DecodeGroup:
+        bs = self.block_size
+        longest = max(lens)
+        nblk = -(-longest // bs)
+        padded_tables = [t[:nblk] + [0] * (nblk - len(t[:nblk])) for t in tables]
+        table = torch.tensor(padded_tables, dtype=torch.long)
+        kv_slots = (table[:, :, None] * bs + torch.arange(bs)[None, None, :]).view(len(lens), nblk * bs)[:, :longest]
+        mask = None
+        lens_t = torch.tensor(lens, dtype=torch.long)
+        key_pos = torch.arange(longest)[None, :]
+        if self.window is not None and longest > self.window:
+            valid = (key_pos < lens_t[:, None]) & (key_pos > lens_t[:, None] - 1 - self.window)
+            mask = valid[:, None, None, :]
+        elif min(lens) != longest:
+            mask = (key_pos < lens_t[:, None])[:, None, None, :]
+        return DecodeGroup(
+            start=start,
+            end=end,
+            kv_slots=kv_slots.to(self.device),
+            mask=None if mask is None else mask.to(self.device),
+        )
+
+    def _prefill_segment(self, seq: Sequence, row0: int, start: int, n: int) -> PrefillSegment:
+        end = start + n
+        needs_window = self.window is not None and end > self.window
+        if start == 0 and not needs_window:
+            return PrefillSegment(start=row0, length=n, context_len=0, kv_slots=None, mask=None)
+        kv_slots = torch.tensor(self._slots(seq, 0, end), dtype=torch.long, device=self.device)
+        q_pos = torch.arange(start, end)[:, None]
+        k_pos = torch.arange(end)[None, :]
+        mask = k_pos <= q_pos
+        if self.window is not None:
+            mask &= k_pos > q_pos - self.window
+        return PrefillSegment(start=row0, length=n, context_len=start, kv_slots=kv_slots, mask=mask.to(self.device))
+
+    def execute(self, inputs: StepInputs) -> torch.Tensor:
+        cos = self.cos[inputs.positions]
+        sin = self.sin[inputs.positions]
+        return self.model(inputs.input_ids, cos, sin, self.kv_caches, inputs.meta, inputs.logits_indices)

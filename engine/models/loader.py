@@ -1,0 +1,126 @@
+"""Loads a Hugging Face model directory (safetensors only: no pickle, no remote code) into our model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from engine.errors import ModelLoadError
+from engine.models.config import ModelConfig
+from engine.models.llama import LlamaModel
+from kernels import Kernels
+
+# Buffers some exporters save that carry no weights we need.
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+def _weight_files(model_dir: Path) -> list[Path]:
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError) as exc:
+            raise ModelLoadError(f"{index}: malformed index file ({exc})") from exc
+        files = sorted({model_dir / name for name in weight_map.values()})
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise ModelLoadError(f"{model_dir}: shard(s) listed in the index are missing: {', '.join(missing)}")
+        return files
+    single = model_dir / "model.safetensors"
+    if single.is_file():
+        return [single]
+    if any(model_dir.glob("*.bin")) or any(model_dir.glob("*.pt")):
+        raise ModelLoadError(f"{model_dir}: only pickle weights (*.bin/*.pt) found; convert them to safetensors")
+    raise ModelLoadError(f"{model_dir}: no model.safetensors or model.safetensors.index.json")
+
+
+def read_tensors(model_dir: Path) -> dict[str, torch.Tensor]:
+    tensors: dict[str, torch.Tensor] = {}
+    for path in _weight_files(model_dir):
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                for name in f.keys():
+                    tensors[name] = f.get_tensor(name)
+        except Exception as exc:  # safetensors raises several types for corrupt files
+            raise ModelLoadError(f"{path}: cannot read safetensors ({exc})") from exc
+    return tensors
+
+
+class _Weights:
+    """Pops named tensors with shape checks, so every error names the tensor and both shapes."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], model_dir: Path, dtype: torch.dtype, device: torch.device) -> None:
+        self.t = tensors
+        self.dir = model_dir
+        self.dtype = dtype
+        self.device = device
+
+    def take(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        if name not in self.t:
+            raise ModelLoadError(f"{self.dir}: missing weight {name!r}")
+        w = self.t.pop(name)
+        if tuple(w.shape) != shape:
+            raise ModelLoadError(f"{self.dir}: weight {name!r} has shape {tuple(w.shape)}, expected {shape}")
+        return w.to(device=self.device, dtype=self.dtype)
+
+    def leftovers(self) -> list[str]:
+        return [n for n in self.t if not n.endswith(_IGNORED_SUFFIXES)]
+
+
+def load_weights(
+    cfg: ModelConfig, model_dir: Path, dtype: torch.dtype, device: torch.device
+) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
+    """Returns (global weights, per-layer weights) with Q/K/V and gate/up fused."""
+    w = _Weights(read_tensors(model_dir), model_dir, dtype, device)
+    h, d, i = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
+    q_out, kv_out = cfg.num_heads * d, cfg.num_kv_heads * d
+    glob = {
+        "embed": w.take("model.embed_tokens.weight", (cfg.vocab_size, h)),
+        "final_norm": w.take("model.norm.weight", (h,)),
+    }
+    if cfg.tie_word_embeddings:
+        w.t.pop("lm_head.weight", None)
+        glob["lm_head"] = glob["embed"]
+    else:
+        glob["lm_head"] = w.take("lm_head.weight", (cfg.vocab_size, h))
+    layers = []
+    for n in range(cfg.num_layers):
+        p = f"model.layers.{n}."
+        lw = {
+            "qkv": torch.cat(
+                [
+                    w.take(p + "self_attn.q_proj.weight", (q_out, h)),
+                    w.take(p + "self_attn.k_proj.weight", (kv_out, h)),
+                    w.take(p + "self_attn.v_proj.weight", (kv_out, h)),
+                ]
+            ),
+            "o": w.take(p + "self_attn.o_proj.weight", (h, q_out)),
+            "gate_up": torch.cat(
+                [w.take(p + "mlp.gate_proj.weight", (i, h)), w.take(p + "mlp.up_proj.weight", (i, h))]
+            ),
+            "down": w.take(p + "mlp.down_proj.weight", (h, i)),
+            "input_norm": w.take(p + "input_layernorm.weight", (h,)),
+            "post_norm": w.take(p + "post_attention_layernorm.weight", (h,)),
+        }
+        if cfg.qkv_bias:
+            lw["qkv_bias"] = torch.cat(
+                [
+                    w.take(p + "self_attn.q_proj.bias", (q_out,)),
+                    w.take(p + "self_attn.k_proj.bias", (kv_out,)),
+                    w.take(p + "self_attn.v_proj.bias", (kv_out,)),
+                ]
+            )
+        layers.append(lw)
+    extra = w.leftovers()
+    if extra:
+        shown = ", ".join(sorted(extra)[:5])
+        raise ModelLoadError(f"{model_dir}: unexpected weights for {cfg.architecture}: {shown}{' ...' if len(extra) > 5 else ''}")
+    return glob, layers
+
+
+def load_model(cfg: ModelConfig, model_dir: Path, dtype: torch.dtype, device: torch.device, kernels: Kernels) -> LlamaModel:
+    glob, layers = load_weights(cfg, model_dir, dtype, device)
+    return LlamaModel(cfg, kernels, glob, layers).eval()

@@ -1,0 +1,54 @@
+"""Per-request decoding settings, validated at construction so mistakes fail before any compute."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class SamplingParams:
+    max_tokens: int = 256
+    min_tokens: int = 0
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    top_k: int = -1  # -1 or 0 disables
+    seed: int | None = None  # same seed, same tokens, whatever else is in the batch
+    stop: list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    json_schema: dict[str, Any] | None = None  # constrain decoding so the output parses against this schema
+    include_stop_str_in_output: bool = False
+    _validated: bool = field(default=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        problems = []
+        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            problems.append(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        if not isinstance(self.min_tokens, int) or self.min_tokens < 0:
+            problems.append(f"min_tokens must be an integer >= 0, got {self.min_tokens!r}")
+        elif isinstance(self.max_tokens, int) and self.min_tokens > self.max_tokens:
+            problems.append(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
+        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature) or self.temperature < 0:
+            problems.append(f"temperature must be a finite number >= 0, got {self.temperature!r}")
+        if not isinstance(self.top_p, (int, float)) or not (0.0 < self.top_p <= 1.0):
+            problems.append(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.top_k, int) or self.top_k < -1:
+            problems.append(f"top_k must be -1 (disabled) or a positive integer, got {self.top_k!r}")
+        if self.seed is not None and not isinstance(self.seed, int):
+            problems.append(f"seed must be an integer or None, got {self.seed!r}")
+        if self.stop is not None and (not isinstance(self.stop, list) or not all(isinstance(s, str) and s for s in self.stop)):
+            problems.append(f"stop must be a list of non-empty strings, got {self.stop!r}")
+        if self.stop_token_ids is not None and not all(isinstance(t, int) and t >= 0 for t in self.stop_token_ids):
+            problems.append(f"stop_token_ids must be non-negative integers, got {self.stop_token_ids!r}")
+        if self.json_schema is not None and not isinstance(self.json_schema, dict):
+            problems.append("json_schema must be a dict holding a JSON schema")
+        if problems:
+            raise ValueError("invalid SamplingParams: " + "; ".join(problems))
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0

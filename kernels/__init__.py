@@ -1,0 +1,10 @@
+"""Compute primitives the model uses, behind one dispatch point.
+
+Model code calls `get_kernels(device)` once and then only the returned functions, so a Triton or fused
+implementation can replace a torch reference without touching the model.
+"""
+
+from kernels.attention_metadata import AttentionMetadata, DecodeGroup, PrefillSegment
+from kernels.dispatch import Kernels, get_kernels
+
+__all__ = ["AttentionMetadata", "DecodeGroup", "PrefillSegment", "Kernels", "get_kernels"]

@@ -1,0 +1,35 @@
+"""How one packed engine step is laid out for attention; built once per step, shared by every layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class DecodeGroup:
+    """Decode rows [start, end) of the flat batch whose KV lengths are close, padded to one length."""
+
+    start: int
+    end: int
+    kv_slots: torch.Tensor  # [G, L] cache slot of every key position (padding points at a valid slot)
+    mask: torch.Tensor | None  # [G, 1, 1, L] True where the key is real; None when no row is padded
+
+
+@dataclass
+class PrefillSegment:
+    """Query rows [start, start + length) of one sequence, continuing after `context_len` cached tokens."""
+
+    start: int
+    length: int
+    context_len: int
+    kv_slots: torch.Tensor | None  # [context_len + length] slots, None when there is no cached context
+    mask: torch.Tensor | None  # [length, context_len + length] bool, None when plain causal suffices
+
+
+@dataclass
+class AttentionMetadata:
+    slot_mapping: torch.Tensor  # [T] cache slot where each new token's K/V is written
+    decode_groups: list[DecodeGroup] = field(default_factory=list)
+    prefills: list[PrefillSegment] = field(default_factory=list)

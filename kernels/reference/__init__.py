@@ -1,0 +1,1 @@
+"""Plain torch implementations: the numerical reference every faster kernel is tested against."""

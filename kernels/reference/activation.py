@@ -1,0 +1,11 @@
+"""SiLU(gate) * up over a fused [.., 2 * I] projection output."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    gate, up = x.chunk(2, dim=-1)
+    return F.silu(gate) * up

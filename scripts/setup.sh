@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Creates .venv and installs the project. Without a GPU, torch is the CPU build (a CUDA build is several GB).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+PIP=".venv/bin/python -m pip"
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    $PIP install -q "torch>=2.4,<3"
+  elif ls /opt/wheels/torch-2.13.0+cpu* >/dev/null 2>&1; then
+    $PIP install -q torch==2.13.0            # the CPU build that lies on this machine's disk
+  else
+    $PIP install -q torch==2.13.0 --index-url "${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}"
+  fi
+fi
+$PIP install -q -e ".[dev]"

@@ -1,0 +1,22 @@
+"""Shared fixtures: tiny random checkpoints per architecture, built once per session in a temp dir."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from tests.helpers.checkpoints import make_checkpoint
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    root = tmp_path_factory.mktemp("ckpt")
+    return {
+        "llama": make_checkpoint(root / "llama", "llama"),
+        "mistral": make_checkpoint(root / "mistral", "mistral", shard=True),
+        "qwen2": make_checkpoint(root / "qwen2", "qwen2"),
+    }
