@@ -184,6 +184,7 @@ class LLM:
             "kv_blocks_peak_used": bm.peak_used,
             "kv_blocks_used": self.block_manager.num_used,
             "num_preemptions": self.scheduler.num_preemptions,
+            "peak_running_seqs": self.scheduler.peak_running,
             "prefix_cache_queries": bm.prefix_queries,
             "prefix_cache_hits": bm.prefix_hits,
             "prefix_cache_hit_rate": (bm.prefix_hits / bm.prefix_queries) if bm.prefix_queries else 0.0,

@@ -35,6 +35,7 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
+        self.peak_running = 0
         self.failed: list[Sequence] = []  # sequences that can never fit, handed back to the engine once
 
     def add(self, seq: Sequence) -> None:
@@ -74,6 +75,7 @@ class Scheduler:
             i += 1
         if not preempted:
             self._admit(batch, budget)
+        self.peak_running = max(self.peak_running, len(self.running))
         return batch
 
     def _admit(self, batch: ScheduledBatch, budget: int) -> None:

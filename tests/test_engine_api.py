@@ -1,0 +1,156 @@
+"""Engine behaviour beyond parity: paging, seeded sampling, stops, streaming, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from engine import LLM, ModelLoadError, SamplingParams
+
+KV_BYTES_PER_TOKEN = 2 * 2 * 2 * 16 * 4  # K+V, 2 layers, 2 KV heads, head_dim 16, float32 (llama fixture)
+
+
+@pytest.fixture(scope="module")
+def llm(checkpoints):
+    return LLM(checkpoints["llama"], dtype="float32", block_size=8)
+
+
+def test_paging_serves_more_sequences_than_contiguous_reservation(checkpoints):
+    max_len = 128
+    # Exactly two max_model_len sequences' worth of KV: a contiguous cache would run two requests at a time.
+    llm = LLM(checkpoints["llama"], dtype="float32", block_size=8, max_model_len=max_len,
+              kv_cache_memory=2 * max_len * KV_BYTES_PER_TOKEN)
+    assert llm.stats()["kv_blocks_total"] == 2 * max_len // 8
+    prompts = [[0] + [10 + i] * 9 for i in range(8)]
+    outs = llm.generate(prompts, SamplingParams(max_tokens=6, min_tokens=6, ignore_eos=True), progress=False)
+    stats = llm.stats()
+    assert all(len(o.token_ids) == 6 for o in outs)
+    assert stats["peak_running_seqs"] == 8 > 2
+    assert stats["num_preemptions"] == 0
+    assert 0 < stats["kv_blocks_peak_used"] <= stats["kv_blocks_total"]
+    assert stats["kv_blocks_used"] == 0  # every block went back to the pool
+
+
+def test_seeded_sampling_independent_of_batch(llm):
+    target = [0, 5, 6, 7, 8, 9]
+    p = SamplingParams(max_tokens=12, temperature=0.9, top_k=50, top_p=0.95, seed=1234, ignore_eos=True)
+    alone = llm.generate([target], p, progress=False)[0].token_ids
+    others = [[0, 40, 41], [0] + list(range(50, 80)), [0, 99]]
+    params = [SamplingParams(max_tokens=20, temperature=1.0, seed=7, ignore_eos=True),
+              SamplingParams(max_tokens=5), p, SamplingParams(max_tokens=9, temperature=0.5, ignore_eos=True)]
+    mixed = llm.generate([others[0], others[1], target, others[2]], params, progress=False)
+    assert mixed[2].token_ids == alone
+    different = llm.generate([target], SamplingParams(max_tokens=12, temperature=0.9, seed=99, ignore_eos=True),
+                             progress=False)[0].token_ids
+    assert different != alone
+
+
+def test_min_tokens_and_length(llm):
+    out = llm.generate([[0, 3, 4]], SamplingParams(max_tokens=7, min_tokens=7, ignore_eos=True), progress=False)[0]
+    assert len(out.token_ids) == 7 and out.finish_reason == "length"
+    assert out.metrics.num_output_tokens == 7 and out.metrics.ttft is not None and out.metrics.tpot is not None
+
+
+def test_stop_string_truncates_text(llm):
+    prompt = "Invoice total"
+    full = llm.generate([prompt], SamplingParams(max_tokens=24, ignore_eos=True), progress=False)[0]
+    assert len(full.text) > 6
+    stop = full.text[3:6]
+    out = llm.generate([prompt], SamplingParams(max_tokens=24, ignore_eos=True, stop=[stop]), progress=False)[0]
+    assert out.finish_reason == "stop"
+    assert stop not in out.text and full.text.startswith(out.text)
+
+
+def test_stop_token_ids(llm):
+    full = llm.generate([[0, 11, 12]], SamplingParams(max_tokens=10, ignore_eos=True), progress=False)[0]
+    stop_tok = full.token_ids[3]
+    out = llm.generate([[0, 11, 12]], SamplingParams(max_tokens=10, ignore_eos=True, stop_token_ids=[stop_tok]),
+                       progress=False)[0]
+    assert out.finish_reason == "stop" and out.token_ids[-1] == stop_tok
+    assert out.token_ids == full.token_ids[: full.token_ids.index(stop_tok) + 1]
+
+
+def test_streaming_yields_every_request_once(llm):
+    prompts = [[0] + [20 + i] * (i + 1) for i in range(6)]
+    seen = [o.index for o in llm.generate_stream(prompts, SamplingParams(max_tokens=3 + 0), progress=False)]
+    assert sorted(seen) == list(range(6))
+
+
+def test_string_prompts_use_tokenizer(llm):
+    out = llm.generate(["Trade confirmation"], SamplingParams(max_tokens=4), progress=False)[0]
+    assert out.prompt_token_ids == llm.tokenizer.encode("Trade confirmation")
+    assert out.prompt_token_ids[0] == 0  # BOS from the tokenizer's post-processor
+
+
+def test_request_that_never_fits_fails_alone(checkpoints):
+    llm = LLM(checkpoints["llama"], dtype="float32", block_size=8, max_model_len=64,
+              kv_cache_memory=4 * 8 * KV_BYTES_PER_TOKEN)
+    prompts = [[0, 5, 6], [0] + [7] * 70, [0] + [8] * 40, [0, 9]]
+    outs = llm.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), progress=False)
+    assert outs[1].finish_reason == "error" and "max_model_len" in outs[1].error
+    assert outs[2].finish_reason == "error" and "cache" in outs[2].error
+    assert [len(o.token_ids) for i, o in enumerate(outs) if i in (0, 3)] == [4, 4]
+
+
+@pytest.mark.parametrize(
+    "prompts, match",
+    [([], "empty"), ([""], "empty"), ([[]], "empty"), ([[0, 10_000]], "outside the vocabulary"), ([[0, -1]], "outside")],
+)
+def test_bad_prompts_raise(llm, prompts, match):
+    with pytest.raises(ValueError, match=match):
+        llm.generate(prompts, SamplingParams(max_tokens=2), progress=False)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"max_tokens": 0}, "max_tokens"), ({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p"),
+     ({"top_k": -5}, "top_k"), ({"min_tokens": 5, "max_tokens": 2}, "min_tokens"), ({"stop": [""]}, "stop")],
+)
+def test_bad_sampling_params_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SamplingParams(**kwargs)
+
+
+def test_missing_model_dir(tmp_path):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        LLM(tmp_path / "nope")
+
+
+def _copy(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_unknown_architecture(checkpoints, tmp_path):
+    d = _copy(checkpoints["llama"], tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["architectures"] = ["GPT2LMHeadModel"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelLoadError, match="unsupported architecture.*GPT2LMHeadModel"):
+        LLM(d)
+
+
+def test_weight_shape_mismatch(checkpoints, tmp_path):
+    d = _copy(checkpoints["llama"], tmp_path / "m")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["intermediate_size"] = 96
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelLoadError, match=r"mlp\.gate_proj\.weight.*shape"):
+        LLM(d)
+
+
+@pytest.mark.parametrize("missing", ["config.json", "model.safetensors", "tokenizer.json"])
+def test_missing_files(checkpoints, tmp_path, missing):
+    d = _copy(checkpoints["llama"], tmp_path / "m")
+    (d / missing).unlink()
+    with pytest.raises(ModelLoadError, match=missing.split(".")[0]):
+        LLM(d)
+
+
+def test_missing_shard(checkpoints, tmp_path):
+    d = _copy(checkpoints["mistral"], tmp_path / "m")
+    next(d.glob("model-00002-*.safetensors")).unlink()
+    with pytest.raises(ModelLoadError, match="shard"):
+        LLM(d)
