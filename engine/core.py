@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -39,6 +40,7 @@ class EngineCore:
         self._eos_set = frozenset(eos_ids)
         self.max_model_len = max_model_len
         self.counters = StepCounters()
+        self.structured: Any = None  # set by LLM when a request carries a JSON schema
 
     def add(self, seq: Sequence) -> None:
         self.counters.prompt_tokens += seq.num_prompt_tokens
@@ -47,6 +49,7 @@ class EngineCore:
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
 
+    @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         """Run one engine step; return the requests that finished during it."""
         batch = self.scheduler.schedule()
@@ -59,7 +62,7 @@ class EngineCore:
             if seq.num_computed_tokens < seq.num_prompt_tokens:
                 self.counters.prefill_tokens_computed += min(n, seq.num_prompt_tokens - seq.num_computed_tokens)
         self.scheduler.after_step(batch)
-        tokens = sample(logits, inputs.sampling_seqs, self.eos_ids) if inputs.sampling_seqs else []
+        tokens = sample(logits, inputs.sampling_seqs, self.eos_ids, self.structured) if inputs.sampling_seqs else []
         now = time.perf_counter()
         self.counters.steps += 1
         for seq, tok in zip(inputs.sampling_seqs, tokens):
@@ -131,8 +134,3 @@ class EngineCore:
             error=seq.error,
             metrics=m,
         )
-
-    @torch.inference_mode()
-    def run_until_done(self):  # pragma: no cover - thin generator used by LLM
-        while self.has_unfinished():
-            yield from self.step()

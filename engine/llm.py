@@ -203,6 +203,7 @@ class LLM:
             self._structured = StructuredOutputBackend(
                 self.tokenizer.path, self.model_config.vocab_size, self.eos_token_ids
             )
+            self._core.structured = self._structured
         return self._structured
 
     # ------------------------------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@ Each request samples from its own seeded generator, so its tokens do not depend 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from engine.sequence import Sequence
@@ -37,11 +39,23 @@ def _sample_row(logits: torch.Tensor, seq: Sequence) -> int:
     return int(torch.multinomial(probs, 1, generator=seq.generator).item())
 
 
-def sample(logits: torch.Tensor, seqs: list[Sequence], eos_ids: list[int]) -> list[int]:
+def _apply_constraints(logits: torch.Tensor, seqs: list[Sequence], structured: Any) -> None:
+    """Rows with a JSON schema may only take tokens their grammar allows next."""
+    rows = [i for i, s in enumerate(seqs) if s.matcher is not None]
+    if not rows:
+        return
+    mask = structured.allocate_mask(len(rows))
+    structured.fill_masks([seqs[i].matcher for i in rows], mask)
+    structured.apply_mask(logits, mask, rows)
+
+
+def sample(logits: torch.Tensor, seqs: list[Sequence], eos_ids: list[int], structured: Any = None) -> list[int]:
     """logits: [len(seqs), vocab] float32 (modified in place)."""
     if not seqs:
         return []
     _mask_banned(logits, seqs, eos_ids)
+    if structured is not None:
+        _apply_constraints(logits, seqs, structured)
     if all(s.params.greedy for s in seqs):
         return logits.argmax(-1).tolist()
     greedy = logits.argmax(-1).tolist()

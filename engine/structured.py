@@ -17,9 +17,10 @@ import json
 import logging
 import sys
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import llguidance
@@ -29,15 +30,24 @@ import torch
 log = logging.getLogger(__name__)
 
 # Compiler options (applied as overrides, so a schema's own "x-guidance" cannot loosen them).
-JSON_COMPILE_OPTIONS: dict[str, Any] = {
+JSON_COMPILE_OPTIONS: Mapping[str, Any] = MappingProxyType({
     "whitespace_flexible": False,  # no whitespace anywhere: the demo model is trained on compact JSON
     "item_separator": ",",
     "key_separator": ":",
     "coerce_one_of": True,  # pydantic emits oneOf for discriminated unions; pydantic re-validates the result anyway
     # json.dumps defaults to ensure_ascii=True, so "\u20ac" style escapes must stay legal in plain strings.
     "json_allow_general_unicode_escapes": True,
-}
+})
 
+_HMS = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?"
+_OFFSET = r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+# llguidance's RFC 3339 formats reject what pydantic itself emits for naive datetimes/times ("2024-01-01T10:00:00")
+# and for timedeltas ("PT1H1.5S"); these patterns accept pydantic's serialisation (pydantic validates the rest).
+_FORMAT_PATTERNS: Mapping[str, str] = MappingProxyType({
+    "date-time": rf"^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T{_HMS}{_OFFSET}?$",
+    "time": rf"^{_HMS}{_OFFSET}?$",
+    "duration": r"^-?P([0-9]+Y)?([0-9]+M)?([0-9]+W)?([0-9]+D)?(T([0-9]+H)?([0-9]+M)?([0-9]+(\.[0-9]+)?S)?)?$",
+})
 _SCHEMA_KEYS = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
                 "unevaluatedProperties", "unevaluatedItems", "additionalItems")
 _SCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems", "items")
@@ -84,6 +94,7 @@ class StructuredOutputBackend:
             raise ValueError(f"cannot build the structured-output tokenizer from {tokenizer_json_path}: {e}") from e
         self.vocab_size = vocab_size
         self.eos_token_ids = eos
+        self._eos = frozenset(eos)
         self.close_objects = close_objects
         self.mask_words = (vocab_size + 31) // 32
         self._executor = llguidance.LLExecutor(num_threads)
@@ -105,7 +116,7 @@ class StructuredOutputBackend:
         compiled = self._compile(json_schema)
         if compiled.template is None:
             raise ValueError(compiled.error)
-        return StructuredMatcher(compiled.template.deep_copy())
+        return StructuredMatcher(compiled.template.deep_copy(), self._eos)
 
     def _compile(self, json_schema: dict[str, Any]) -> _Compiled:
         if not isinstance(json_schema, dict):
@@ -127,7 +138,7 @@ class StructuredOutputBackend:
     def _build(self, json_schema: dict[str, Any]) -> _Compiled:
         prepared = self._prepare(json_schema, in_all_of=False)
         try:
-            grammar = llguidance.LLMatcher.grammar_from_json_schema(prepared, overrides=JSON_COMPILE_OPTIONS)
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(prepared, overrides=dict(JSON_COMPILE_OPTIONS))
         except ValueError as e:
             return _Compiled(None, f"invalid JSON schema for structured output: {e}")
         is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, self._tokenizer,
@@ -142,7 +153,8 @@ class StructuredOutputBackend:
         return _Compiled(template, None)
 
     def _prepare(self, schema: Any, *, in_all_of: bool) -> Any:
-        """Copy of `schema` with unenforceable string keywords dropped and (optionally) plain objects closed.
+        """Copy of `schema` with string formats made pydantic-compatible, unenforceable string keywords dropped and
+        (optionally) plain objects closed.
 
         Walks only keywords that hold subschemas, so data such as `default`, `enum` or `examples` is never touched.
         Formats llguidance lacks (pydantic's "path", "password", "binary", ...) and patterns it cannot compile
@@ -159,6 +171,9 @@ class StructuredOutputBackend:
                 out[k] = [self._prepare(sub, in_all_of=(k == "allOf")) for sub in v]
             elif k in _SCHEMA_KEYS and isinstance(v, dict):
                 out[k] = self._prepare(v, in_all_of=False)
+            elif k == "format" and isinstance(v, str) and v in _FORMAT_PATTERNS:
+                if "pattern" not in schema:
+                    out["pattern"] = _FORMAT_PATTERNS[v]
             elif k in ("format", "pattern") and isinstance(v, str) and not self._string_keyword_supported(k, v):
                 continue
             else:
@@ -218,8 +233,10 @@ class StructuredOutputBackend:
         # Unpack the complement, so set bits mean "disallowed" and no extra inversion pass over [n, vocab] is needed.
         if logits.device.type == "cpu":
             banned = _unpack_np(~mask[:n])
-        else:  # ship the 32x smaller bitmask and unpack on the device
-            banned = self._unpack_shift((~mask[:n]).to(logits.device, non_blocking=True))
+        else:
+            # Ship the 32x smaller bitmask and unpack on the device. The copy is async from pinned memory, so the
+            # caller must not refill `mask` before the step's results are read back (the next fill needs them anyway).
+            banned = self._unpack_shift(~mask[:n].to(logits.device, non_blocking=True))
         width = logits.shape[1]
         if width > banned.shape[1]:  # logits wider than the mask: the extra columns are never allowed
             banned = torch.nn.functional.pad(banned, (0, width - banned.shape[1]), value=True)
@@ -259,8 +276,9 @@ def _unpack_np(mask: torch.Tensor) -> torch.Tensor:
 class StructuredMatcher:
     """Grammar state of one constrained request."""
 
-    def __init__(self, matcher: llguidance.LLMatcher) -> None:
+    def __init__(self, matcher: llguidance.LLMatcher, eos_token_ids: frozenset[int]) -> None:
         self._matcher = matcher
+        self._eos = eos_token_ids
 
     def fill_allowed(self, mask: torch.Tensor, row: int) -> None:
         """Write this request's allowed next tokens into row `row` of a bitmask from `allocate_mask`.
@@ -271,14 +289,21 @@ class StructuredMatcher:
         if mask.dtype != torch.int32 or mask.device.type != "cpu" or mask.dim() != 2 or not 0 <= row < mask.shape[0]:
             raise ValueError(f"mask must be a CPU int32 [batch, words] tensor with row {row} in range")
         view = mask[row]
+        if not view.is_contiguous():
+            raise ValueError("mask rows must be contiguous (use StructuredOutputBackend.allocate_mask)")
         self._matcher.unsafe_compute_mask_ptr(view.data_ptr(), view.numel() * 4)
 
     def accept(self, token_id: int) -> None:
         """Advance by the sampled token; raise ValueError (leaving the state unchanged) if it is not allowed."""
         if self._matcher.is_error():
             raise ValueError(f"structured output matcher is in an error state: {self._matcher.get_error()}")
-        if self._matcher.try_consume_tokens([int(token_id)]) != 1:
-            raise ValueError(f"token {token_id} is not allowed by the JSON schema at this point")
+        token_id = int(token_id)
+        if token_id in self._eos:  # try_consume_tokens refuses EOS once the grammar has stopped, so handle it here
+            if self._matcher.is_accepting() and self._matcher.consume_token(token_id):
+                return
+        elif self._matcher.try_consume_tokens([token_id]) == 1:
+            return
+        raise ValueError(f"token {token_id} is not allowed by the JSON schema at this point")
 
     def is_finished(self) -> bool:
         """True once the JSON is complete and nothing but EOS may follow (also after EOS was accepted)."""
