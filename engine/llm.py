@@ -130,7 +130,7 @@ class LLM:
         num_blocks = budget // block_bytes
         if num_blocks < 1:
             raise ValueError(f"kv_cache_memory={budget} bytes is smaller than one KV block ({block_bytes} bytes)")
-        shape = (num_blocks, self.config.block_size, cfg.num_kv_heads, cfg.head_dim)
+        shape = (cfg.num_kv_heads, num_blocks * self.config.block_size, cfg.head_dim)
         self.kv_caches = [
             (torch.zeros(shape, dtype=self.dtype, device=self.device), torch.zeros(shape, dtype=self.dtype, device=self.device))
             for _ in range(cfg.num_layers)

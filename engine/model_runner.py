@@ -123,14 +123,15 @@ class ModelRunner:
         padded_tables = [t[:nblk] + [0] * (nblk - len(t[:nblk])) for t in tables]
         table = torch.tensor(padded_tables, dtype=torch.long)
         kv_slots = (table[:, :, None] * bs + torch.arange(bs)[None, None, :]).view(len(lens), nblk * bs)[:, :longest]
+        kv_slots = kv_slots.contiguous()
         mask = None
         lens_t = torch.tensor(lens, dtype=torch.long)
         key_pos = torch.arange(longest)[None, :]
         if self.window is not None and longest > self.window:
             valid = (key_pos < lens_t[:, None]) & (key_pos > lens_t[:, None] - 1 - self.window)
-            mask = valid[:, None, None, :]
+            mask = valid
         elif min(lens) != longest:
-            mask = (key_pos < lens_t[:, None])[:, None, None, :]
+            mask = key_pos < lens_t[:, None]
         return DecodeGroup(
             start=start,
             end=end,

@@ -13,10 +13,10 @@ from engine.sequence import Sequence
 
 
 def _mask_banned(logits: torch.Tensor, seqs: list[Sequence], eos_ids: list[int]) -> None:
-    """Before min_tokens, EOS and stop token ids may not be sampled."""
+    """Before min_tokens, EOS and stop token ids may not be sampled (a JSON grammar decides that by itself)."""
     for row, seq in enumerate(seqs):
         p = seq.params
-        if p.min_tokens and seq.num_output_tokens < p.min_tokens:
+        if seq.matcher is None and p.min_tokens and seq.num_output_tokens < p.min_tokens:
             banned = ([] if p.ignore_eos else eos_ids) + (p.stop_token_ids or [])
             if banned:
                 logits[row, banned] = float("-inf")

@@ -14,7 +14,7 @@ class DecodeGroup:
     start: int
     end: int
     kv_slots: torch.Tensor  # [G, L] cache slot of every key position (padding points at a valid slot)
-    mask: torch.Tensor | None  # [G, 1, 1, L] True where the key is real; None when no row is padded
+    mask: torch.Tensor | None  # [G, L] True where the key is real; None when no row is padded
 
 
 @dataclass

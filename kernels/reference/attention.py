@@ -1,8 +1,8 @@
-"""Attention over the paged KV pool with torch SDPA.
+"""Attention over the paged KV pool with plain torch ops.
 
-Decode rows come in groups of similar KV length (the runner sorts them), so each group is one padded SDPA call;
-query heads that share a KV head are folded into the query-length axis, which avoids repeating K/V and keeps the
-fast CPU kernel in bf16. Prefill segments are one SDPA call each.
+Decode rows come in groups of similar KV length (the runner sorts them); each group gathers its keys once per
+layer into [Hkv, G, L, D] and runs two batched matmuls, with the query heads that share a KV head stacked as rows
+(no K/V repeat). Prefill segments use SDPA's fused kernel.
 """
 
 from __future__ import annotations
@@ -13,9 +13,22 @@ import torch.nn.functional as F
 from kernels.attention_metadata import AttentionMetadata
 
 
-def _gather(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    heads, dim = cache.shape[-2], cache.shape[-1]
-    return cache.view(-1, heads, dim)[slots]
+def _decode_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
+                  mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+    """q: [G, Hq, D]; slots: [G, L]; mask: [G, L] bool (True = real key) or None. Returns [G, Hq, D]."""
+    rows, num_heads, dim = q.shape
+    kv_heads = k_cache.shape[0]
+    length = slots.shape[1]
+    flat = slots.reshape(-1)
+    kg = k_cache.index_select(1, flat).view(kv_heads, rows, length, dim)
+    vg = v_cache.index_select(1, flat).view(kv_heads, rows, length, dim)
+    qg = q.view(rows, kv_heads, num_heads // kv_heads, dim).permute(1, 0, 2, 3)  # [Hkv, G, group, D]
+    scores = torch.matmul(qg, kg.transpose(-1, -2)).float() * scale  # [Hkv, G, group, L]
+    if mask is not None:
+        scores.masked_fill_(~mask[None, :, None, :], float("-inf"))
+    probs = scores.softmax(-1).to(q.dtype)
+    out = torch.matmul(probs, vg)  # [Hkv, G, group, D]
+    return out.permute(1, 0, 2, 3).reshape(rows, num_heads, dim)
 
 
 def paged_attention(
@@ -27,29 +40,26 @@ def paged_attention(
     meta: AttentionMetadata,
     scale: float,
 ) -> torch.Tensor:
-    """q: [T, Hq, D]; k, v: [T, Hkv, D] of this step (already stored in the caches). Returns [T, Hq, D]."""
-    num_tokens, num_heads, dim = q.shape
+    """q: [T, Hq, D]; k, v: [T, Hkv, D] of this step (already stored). Caches: [Hkv, slots, D]. Returns [T, Hq, D]."""
+    num_heads = q.shape[1]
     kv_heads = k.shape[1]
     group = num_heads // kv_heads
     out = torch.empty_like(q)
 
     for g in meta.decode_groups:
-        rows = g.end - g.start
-        qg = q[g.start : g.end].view(rows, kv_heads, group, dim)
-        kg = _gather(k_cache, g.kv_slots).permute(0, 2, 1, 3)  # [G, Hkv, L, D]
-        vg = _gather(v_cache, g.kv_slots).permute(0, 2, 1, 3)
-        o = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=g.mask, scale=scale)
-        out[g.start : g.end] = o.reshape(rows, num_heads, dim)
+        out[g.start : g.end] = _decode_group(q[g.start : g.end], k_cache, v_cache, g.kv_slots, g.mask, scale)
 
     for p in meta.prefills:
         end = p.start + p.length
         qs = q[p.start : end].transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
         if p.kv_slots is None:
-            ks, vs = k[p.start : end], v[p.start : end]
+            ks = k[p.start : end].transpose(0, 1)
+            vs = v[p.start : end].transpose(0, 1)
         else:
-            ks, vs = _gather(k_cache, p.kv_slots), _gather(v_cache, p.kv_slots)
-        ks = ks.transpose(0, 1).unsqueeze(0)
-        vs = vs.transpose(0, 1).unsqueeze(0)
+            ks = k_cache.index_select(1, p.kv_slots)
+            vs = v_cache.index_select(1, p.kv_slots)
+        ks = ks.unsqueeze(0)
+        vs = vs.unsqueeze(0)
         if group > 1:
             ks = ks.repeat_interleave(group, dim=1)
             vs = vs.repeat_interleave(group, dim=1)
