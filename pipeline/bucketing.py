@@ -1,0 +1,124 @@
+"""Tokenise prompts, apply the long-document policy, and group requests into length buckets.
+
+    prepare_requests(units, tokenizer, max_model_len, max_tokens={"document": n, "window": m},
+                     bucket_size=32, bucket_tokens=32768) -> PreparedRequests
+
+Sorting by token length and submitting homogeneous buckets keeps prefill work per step even and
+lets a bucket finish together; buckets are deterministic for a given set of units, which is what
+makes a killed-and-resumed run produce exactly the rows of an uninterrupted one.
+
+Long-document policy (declared, flagged): a prompt that does not fit `max_model_len - max_tokens`
+has its document text cut from the end until it fits; the output row says `truncated=true`.
+(Very long documents will later go to ring attention instead.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pipeline.errors import ErrorRecord, Stage, Unit
+from pipeline.work import WorkUnit
+
+
+class TextTokenizer(Protocol):
+    def encode(self, text: str) -> list[int]: ...
+
+
+@dataclass
+class WorkItem:
+    """A unit ready for the engine: exact prompt token ids and its bucket."""
+
+    unit: WorkUnit
+    prompt_token_ids: list[int]
+    max_tokens: int
+    truncated: bool = False
+    original_tokens: int = 0
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+
+@dataclass
+class Bucket:
+    bucket_id: str
+    kind: str
+    items: list[WorkItem]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(i.n_tokens for i in self.items)
+
+
+@dataclass
+class PreparedRequests:
+    buckets: list[Bucket] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
+
+    @property
+    def n_items(self) -> int:
+        return sum(len(b.items) for b in self.buckets)
+
+
+def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[int], bool, int]:
+    ids = tokenizer.encode(unit.render())
+    full = len(ids)
+    if full <= budget:
+        return ids, False, full
+    if unit.kind != "document":
+        raise ValueError(f"window prompt has {full} tokens; the budget is {budget}")
+    if len(tokenizer.encode(unit.render(""))) > budget:
+        raise ValueError(f"the instruction alone exceeds the budget of {budget} tokens")
+    text = unit.text
+    lo, hi = 0, len(text)  # binary search on characters: largest prefix that fits
+    ratio = budget / full
+    guess = int(len(text) * ratio)
+    for _ in range(40):
+        if hi - lo <= 1:
+            break
+        mid = min(max(guess, lo + 1), hi - 1) if guess else (lo + hi) // 2
+        guess = 0
+        if len(tokenizer.encode(unit.render(text[:mid]))) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    ids = tokenizer.encode(unit.render(text[:lo]))
+    return ids, True, full
+
+
+def prepare_requests(
+    units: list[WorkUnit],
+    tokenizer: TextTokenizer,
+    max_model_len: int,
+    max_tokens: dict[str, int],
+    bucket_size: int = 32,
+    bucket_tokens: int = 32768,
+) -> PreparedRequests:
+    """Tokenise every unit (exact counts from the model's tokenizer) and bucket by length."""
+    out = PreparedRequests()
+    items: dict[str, list[WorkItem]] = {}
+    for unit in units:
+        mt = max_tokens[unit.kind]
+        try:
+            ids, truncated, full = _fit(unit, tokenizer, max_model_len - mt)
+        except Exception as exc:
+            out.errors.append(ErrorRecord(row_id=unit.row_id, unit=Unit.DOCUMENT if unit.kind == "document" else Unit.WINDOW,
+                                          source_file=unit.source_file, stage=Stage.PREPARE, error_class="PromptTooLong"
+                                          if isinstance(exc, ValueError) else "InternalError",
+                                          message=str(exc), n_rows=unit.n_rows))
+            continue
+        items.setdefault(unit.kind, []).append(WorkItem(unit, ids, mt, truncated, full))
+    for kind in sorted(items):
+        ordered = sorted(items[kind], key=lambda w: (w.n_tokens, w.unit.row_id))
+        current: list[WorkItem] = []
+        tokens = 0
+        for item in ordered:
+            if current and (len(current) >= bucket_size or tokens + item.n_tokens > bucket_tokens):
+                out.buckets.append(Bucket(f"{kind}-{len([b for b in out.buckets if b.kind == kind]):05d}", kind, current))
+                current, tokens = [], 0
+            current.append(item)
+            tokens += item.n_tokens
+        if current:
+            out.buckets.append(Bucket(f"{kind}-{len([b for b in out.buckets if b.kind == kind]):05d}", kind, current))
+    return out

@@ -1,0 +1,145 @@
+"""`pipeline` command line: run, inspect, and (when their modules are present) eval, bench, quantize.
+
+Subcommands owned elsewhere are registered defensively: if their module is missing or broken the
+rest of the CLI still works, and invoking that subcommand prints why it is unavailable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from pipeline.config import EngineOptions, RunConfig, default_model_dir
+    from pipeline.report import run_summary_table
+    from pipeline.run import run_pipeline
+
+    console = Console(stderr=False)
+    try:
+        engine = EngineOptions(**{k: v for k, v in {
+            "device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
+            "max_num_batched_tokens": args.max_num_batched_tokens, "quantization": args.quantization,
+            "max_model_len": args.max_model_len}.items() if v is not None})
+        cfg = RunConfig(
+            input_dir=Path(args.input), output_dir=Path(args.output), model_dir=Path(args.model) if args.model else default_model_dir(),
+            run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force,
+            default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
+            **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
+        )
+    except ValidationError as exc:
+        console.print(f"[red]invalid arguments:[/red] {exc}")
+        return 2
+    if not (cfg.model_dir / "config.json").is_file():
+        console.print(f"[red]model not found:[/red] {cfg.model_dir} has no config.json (pass --model DIR)")
+        return 2
+    try:
+        summary = run_pipeline(cfg)
+    except RuntimeError as exc:
+        console.print(f"[red]run failed:[/red] {exc}")
+        return 1
+    console.print(run_summary_table(summary.manifest))
+    return 0 if summary.reconciliation["balanced"] else 3
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from pipeline.report import inspect_output
+
+    return inspect_output(Path(args.output))
+
+
+def _cmd_quantize(args: argparse.Namespace) -> int:
+    try:
+        from engine import quantize_checkpoint  # type: ignore[attr-defined]
+    except ImportError as exc:
+        print(f"pipeline quantize is unavailable: engine.quantize_checkpoint is missing ({exc})", file=sys.stderr)
+        return 2
+    quantize_checkpoint(args.model_dir, args.out_dir)
+    print(f"wrote int8 checkpoint to {args.out_dir}")
+    return 0
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="ingest an input folder, extract with the model, write Parquet",
+                       description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")
+    p.add_argument("--input", required=True, help="input directory (PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet)")
+    p.add_argument("--output", default="output", help="output directory (default ./output)")
+    p.add_argument("--model", default=None, help="model directory (default: the shipped demo model)")
+    p.add_argument("--run-date", type=dt.date.fromisoformat, default=None, help="partition date YYYY-MM-DD (default today)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N input files (path order)")
+    p.add_argument("--force", action="store_true", help="re-process units already in the output")
+    p.add_argument("--default-currency", default=None, help="ISO code for logs that name no currency")
+    p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")
+    p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
+    p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--bucket-size", type=int, default=None, help="requests per length bucket")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_run)
+
+
+def _add_inspect(sub: Any) -> None:
+    p = sub.add_parser("inspect", help="show what a run produced: partitions, row counts, errors, last manifest")
+    p.add_argument("output", nargs="?", default="output", help="output directory (default ./output)")
+    p.set_defaults(func=_cmd_inspect)
+
+
+def _add_quantize(sub: Any) -> None:
+    p = sub.add_parser("quantize", help="write an int8-quantised copy of a checkpoint")
+    p.add_argument("model_dir")
+    p.add_argument("out_dir")
+    p.set_defaults(func=_cmd_quantize)
+
+
+def _unavailable(name: str, module: str, exc: BaseException) -> Callable[[argparse.Namespace], int]:
+    def run(_: argparse.Namespace) -> int:
+        print(f"pipeline {name} is unavailable: cannot import {module} ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+
+    return run
+
+
+def _register_external(sub: Any, name: str, module: str, help_text: str) -> None:
+    """Let `module.register(sub)` add the subcommand; on failure add a stub that explains why."""
+    try:
+        mod = importlib.import_module(module)
+        mod.register(sub)
+    except Exception as exc:  # noqa: BLE001 - any failure must leave the rest of the CLI usable
+        p = sub.add_parser(name, help=f"{help_text} (unavailable)", add_help=True)
+        p.set_defaults(func=_unavailable(name, module, exc), accepts_any_arguments=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pipeline", description="Offline batch LLM pipeline for financial documents.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    _add_inspect(sub)
+    _register_external(sub, "eval", "pipeline.evaluate", "measure extraction quality on the held-out gold set")
+    _register_external(sub, "bench", "pipeline.bench.cli", "benchmark the engine on the standard workload")
+    _add_quantize(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "accepts_any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 1
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

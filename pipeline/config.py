@@ -1,0 +1,70 @@
+"""RunConfig: every knob of one `pipeline run`, validated at the boundary (CLI, Prefect, tests)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_MODEL_NAME = "finextract-3m"
+
+
+def default_model_dir() -> Path:
+    """The shipped demo model: data/models/finextract-3m, else the only model under data/models."""
+    models = REPO_ROOT / "data" / "models"
+    preferred = models / DEMO_MODEL_NAME
+    if (preferred / "config.json").is_file():
+        return preferred
+    found = sorted(p.parent for p in models.glob("*/config.json")) if models.is_dir() else []
+    return found[0] if found else preferred
+
+
+class EngineOptions(BaseModel):
+    """Arguments passed to `engine.LLM` (see TEAM.md); recorded in the manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: str = "auto"
+    device: str = "auto"
+    max_num_seqs: int = Field(default=64, ge=1)
+    max_num_batched_tokens: int = Field(default=2048, ge=16)
+    kv_cache_memory: int | None = None
+    block_size: int = 16
+    max_model_len: int | None = None
+    seed: int = 0
+    enable_prefix_caching: bool = True
+    quantization: Literal["int8"] | None = None
+
+
+class RunConfig(BaseModel):
+    """One run: input, output, model, partition date and policies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_dir: Path
+    output_dir: Path = Path("output")
+    model_dir: Path = Field(default_factory=default_model_dir)
+    run_date: dt.date = Field(default_factory=dt.date.today)
+    limit: int | None = Field(default=None, ge=1, description="only the first N input files, in path order")
+    force: bool = False
+    default_currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
+    max_tokens_document: int = Field(default=160, ge=8)
+    max_tokens_window: int = Field(default=160, ge=8)
+    bucket_size: int = Field(default=32, ge=1, description="max requests per bucket")
+    bucket_tokens: int = Field(default=32768, ge=256, description="max prompt tokens per bucket")
+    long_document_policy: Literal["truncate"] = "truncate"
+    progress: bool = True
+    engine: EngineOptions = Field(default_factory=EngineOptions)
+
+    @field_validator("input_dir")
+    @classmethod
+    def _input_exists(cls, v: Path) -> Path:
+        if not v.is_dir():
+            raise ValueError(f"input directory not found: {v}")
+        return v
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return self.engine.model_dump()

@@ -1,0 +1,147 @@
+"""Explicit Arrow schemas of the output datasets and the builders of their rows.
+
+Model-output columns are derived from the pydantic models in `schemas/` (`arrow_schema_for`), so
+a schema change there changes the Parquet schema here; provenance columns (row_id, source_file,
+model_id, prompt_version, schema_version, token counts) are added around them. `run_date` is not
+stored in the files: it is the hive partition key.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from pipeline.errors import ERROR_ARROW_SCHEMA, ErrorRecord
+
+DATASETS = ("documents", "account_windows", "transactions", "errors")
+KIND_DATASET = {"document": "documents", "window": "account_windows"}
+
+_RUN_FIELDS = [
+    pa.field("model_id", pa.string(), nullable=False),
+    pa.field("prompt_version", pa.string(), nullable=False),
+    pa.field("schema_version", pa.string(), nullable=False),
+]
+_GEN_FIELDS = [
+    pa.field("prompt_tokens", pa.int64(), nullable=False),
+    pa.field("output_tokens", pa.int64(), nullable=False),
+    pa.field("finish_reason", pa.string(), nullable=True),
+]
+
+
+def _fact_type(key: str) -> pa.DataType:
+    if key.endswith("_count"):
+        return pa.int64()
+    if key in ("credits", "debits", "net"):
+        return pa.decimal128(18, 2)
+    if key.startswith("period_"):
+        return pa.date32()
+    return pa.string()
+
+
+@cache
+def documents_schema() -> pa.Schema:
+    from schemas import DocumentExtraction, arrow_schema_for
+
+    head = [
+        pa.field("row_id", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("source_file", pa.string(), nullable=False),
+        pa.field("page_count", pa.int32(), nullable=False),
+        pa.field("needs_ocr", pa.bool_(), nullable=False),
+        pa.field("ocr_pages", pa.list_(pa.int32()), nullable=False),
+        pa.field("encrypted", pa.bool_(), nullable=False),
+        pa.field("truncated", pa.bool_(), nullable=False),
+        pa.field("prompt_tokens_full", pa.int64(), nullable=False),
+        pa.field("title", pa.string()),
+        pa.field("author", pa.string()),
+        pa.field("creator", pa.string()),
+        pa.field("producer", pa.string()),
+        pa.field("creation_date", pa.string()),
+    ]
+    return pa.schema(head + list(arrow_schema_for(DocumentExtraction)) + _GEN_FIELDS + _RUN_FIELDS)
+
+
+@cache
+def account_windows_schema() -> pa.Schema:
+    from pipeline.prompts import WINDOW_FACT_LABELS
+    from schemas import AccountWindowSummary, arrow_schema_for
+
+    head = [pa.field("row_id", pa.string(), nullable=False)]
+    head += [pa.field(k, _fact_type(k), nullable=k not in ("account", "period_start")) for k, _ in WINDOW_FACT_LABELS]
+    head += [
+        pa.field("source_file", pa.string(), nullable=False),  # '; '-joined when a window spans files
+        pa.field("source_files", pa.list_(pa.string()), nullable=False),
+        pa.field("tx_fingerprint", pa.string(), nullable=False),
+    ]
+    return pa.schema(head + list(arrow_schema_for(AccountWindowSummary)) + _GEN_FIELDS + _RUN_FIELDS)
+
+
+@cache
+def transactions_schema() -> pa.Schema:
+    from schemas import TRANSACTION_ARROW_SCHEMA
+
+    head = [pa.field("row_id", pa.string(), nullable=False), pa.field("file_sha256", pa.string(), nullable=False)]
+    return pa.schema(head + list(TRANSACTION_ARROW_SCHEMA) + [pa.field("schema_version", pa.string(), nullable=False)])
+
+
+@cache
+def errors_schema() -> pa.Schema:
+    return pa.schema(list(ERROR_ARROW_SCHEMA) + _RUN_FIELDS)
+
+
+def dataset_schema(name: str) -> pa.Schema:
+    return {"documents": documents_schema, "account_windows": account_windows_schema,
+            "transactions": transactions_schema, "errors": errors_schema}[name]()
+
+
+def _fact_value(key: str, value: Any) -> Any:
+    t = _fact_type(key)
+    if value is None:
+        return None
+    if pa.types.is_decimal(t):
+        return Decimal(str(value)).quantize(Decimal("0.01"))
+    if pa.types.is_date(t):
+        return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value)[:10])
+    if pa.types.is_integer(t):
+        return int(value)
+    return str(value)
+
+
+def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str]) -> dict[str, Any]:
+    """One documents/account_windows row from a WorkItem, its validated model and its RequestOutput."""
+    unit = item.unit
+    row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file}
+    if unit.kind == "document":
+        row.update(unit.context)
+        row.update(truncated=item.truncated, prompt_tokens_full=item.original_tokens)
+    else:
+        row.update({k: _fact_value(k, v) for k, v in unit.facts.items()})
+        row.update(source_files=list(unit.source_files), tx_fingerprint=unit.context["tx_fingerprint"])
+    row.update(result.model_dump(mode="json"))
+    row.update(prompt_tokens=item.n_tokens, output_tokens=len(out.token_ids), finish_reason=out.finish_reason)
+    row.update(run)
+    return row
+
+
+def error_rows(errors: list[ErrorRecord], run: dict[str, str]) -> pa.Table:
+    rows = [{**{n: getattr(e, n) for n in ERROR_ARROW_SCHEMA.names}, **run} for e in errors]
+    return pa.Table.from_pylist(rows, schema=errors_schema())
+
+
+def transaction_rows(transactions: pa.Table, file_sha: dict[str, str], schema_version: str) -> pa.Table:
+    from pipeline.ingest.transactions import transaction_row_id
+
+    files = transactions.column("source_file").to_pylist()
+    rows = transactions.column("source_row").to_pylist()
+    shas = [file_sha[f] for f in files]
+    ids = [transaction_row_id(s, r) for s, r in zip(shas, rows)]
+    schema = transactions_schema()
+    cols = [pa.array(ids, pa.string()), pa.array(shas, pa.string())]
+    cols += [transactions.column(n) for n in transactions.column_names]
+    cols.append(pa.array([schema_version] * transactions.num_rows, pa.string()))
+    return pa.Table.from_arrays(cols, schema=schema)

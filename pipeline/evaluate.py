@@ -1,0 +1,245 @@
+"""`pipeline eval`: field-level exact-match accuracy and schema validity on the held-out gold set.
+
+The gold set (data/eval, generated with a seed never used in training) holds PDFs with gold
+extractions and canonical transactions with gold window summaries. Documents go through the
+same text path as ingestion (pypdf -> pipeline.pdf_text -> pipeline.prompts); windows through
+pipeline.windows. Decoding is greedy and schema-constrained via the engine's public API;
+outputs are validated with pydantic. Image-only documents need OCR and are not scored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from schemas import AccountWindowSummary, DocumentExtraction, constrained_json_schema
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DEFAULT_EVAL_DIR = DATA_DIR / "eval"
+DEFAULT_MODEL_DIR = DATA_DIR / "models" / "finextract-3m"
+MAX_ANSWER_TOKENS = 256
+
+
+@dataclass
+class EvalItem:
+    """One scored request: its prompt, gold fields and the output model it must validate as."""
+
+    id: str
+    kind: str  # "document" | "window"
+    prompt: str
+    gold: dict[str, Any]
+    model: type[BaseModel]
+
+
+@dataclass
+class FieldTally:
+    correct: int = 0
+    total: int = 0
+
+
+@dataclass
+class Scores:
+    """Running tallies; `report` turns them into the JSON report."""
+
+    fields: dict[str, FieldTally] = field(default_factory=dict)
+    valid: dict[str, int] = field(default_factory=lambda: {"document": 0, "window": 0})
+    count: dict[str, int] = field(default_factory=lambda: {"document": 0, "window": 0})
+    exact: dict[str, int] = field(default_factory=lambda: {"document": 0, "window": 0})
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, item: EvalItem, text: str) -> None:
+        self.count[item.kind] += 1
+        pred: dict[str, Any] | None = None
+        try:
+            pred = item.model.model_validate_json(text).model_dump(mode="json")
+            self.valid[item.kind] += 1
+        except (ValidationError, ValueError):
+            pred = None
+        wrong = []
+        for name, gold_value in item.gold.items():
+            tally = self.fields.setdefault(f"{item.kind}.{name}", FieldTally())
+            tally.total += 1
+            if pred is not None and pred.get(name) == gold_value:
+                tally.correct += 1
+            else:
+                wrong.append(name)
+        if not wrong:
+            self.exact[item.kind] += 1
+        elif len(self.failures) < 50:
+            self.failures.append({"id": item.id, "wrong_fields": wrong, "output": text, "gold": item.gold})
+
+    def report(self) -> dict[str, Any]:
+        correct = sum(t.correct for t in self.fields.values())
+        total = sum(t.total for t in self.fields.values())
+        n = sum(self.count.values())
+        return {
+            "overall_accuracy": correct / total if total else 0.0,
+            "schema_validity": sum(self.valid.values()) / n if n else 0.0,
+            "fields": {name: {"accuracy": t.correct / t.total if t.total else 0.0, "correct": t.correct,
+                              "total": t.total} for name, t in sorted(self.fields.items())},
+            "by_kind": {kind: {"count": self.count[kind],
+                               "schema_validity": self.valid[kind] / self.count[kind] if self.count[kind] else 0.0,
+                               "exact_match": self.exact[kind] / self.count[kind] if self.count[kind] else 0.0}
+                        for kind in self.count},
+            "failures": self.failures,
+        }
+
+
+def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem], int]:
+    """Scored items (documents first, then windows; `limit` caps each) and the number of skipped scans."""
+    from pypdf import PdfReader
+
+    from pipeline.pdf_text import document_text, page_texts
+    from pipeline.prompts import render_document_prompt, render_window_prompt
+    from pipeline.windows import window_facts
+
+    docs_meta = [json.loads(line) for line in (eval_dir / "documents.jsonl").open(encoding="utf-8")]
+    skipped = sum(1 for d in docs_meta if d["needs_ocr"])
+    docs_meta = [d for d in docs_meta if not d["needs_ocr"]][:limit]
+    items = []
+    for d in docs_meta:
+        text = document_text(page_texts(PdfReader(eval_dir / d["file"])))
+        items.append(EvalItem(d["id"], "document", render_document_prompt(text), d["gold"], DocumentExtraction))
+
+    import pyarrow.parquet as pq
+
+    windows = [json.loads(line) for line in (eval_dir / "windows.jsonl").open(encoding="utf-8")][:limit]
+    facts = {(f["account"], f["period_start"]): f for f in window_facts(pq.read_table(eval_dir / "transactions.parquet"))}
+    for w in windows:
+        key = (w["facts"]["account"], w["facts"]["period_start"])
+        if facts.get(key) != w["facts"]:
+            raise ValueError(f"window facts for {w['id']} no longer match the gold set; regenerate data/eval")
+        items.append(EvalItem(w["id"], "window", render_window_prompt(facts[key]), w["gold"], AccountWindowSummary))
+    return items, skipped
+
+
+def _generate_engine(model_dir: Path, token_ids: list[list[int]], schemas: list[dict[str, Any]],
+                     quantization: str | None, progress: bool) -> tuple[list[str], dict[str, Any]]:
+    from engine import LLM, SamplingParams
+
+    llm = LLM(str(model_dir), dtype="auto", quantization=quantization, seed=0)
+    params = [SamplingParams(max_tokens=MAX_ANSWER_TOKENS, temperature=0.0, json_schema=s) for s in schemas]
+    outs = llm.generate(token_ids, params, progress=progress)
+    return [o.text for o in outs], {"engine": llm.config_summary(), "engine_stats": llm.stats()}
+
+
+def _generate_hf(model_dir: Path, token_ids: list[list[int]], progress: bool) -> tuple[list[str], dict[str, Any]]:
+    """Unconstrained greedy decoding with transformers (reference path; schema validity is then earned)."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    eos = model.config.eos_token_id
+    texts = []
+    with torch.no_grad():
+        for i, ids in enumerate(token_ids):
+            out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                 max_new_tokens=MAX_ANSWER_TOKENS, do_sample=False, eos_token_id=eos, pad_token_id=eos)
+            gen = out[0, len(ids):].tolist()
+            texts.append(tok.decode(gen[:gen.index(eos)] if eos in gen else gen))
+            if progress and (i + 1) % 25 == 0:
+                print(f"  {i + 1}/{len(token_ids)}", flush=True)
+    return texts, {"engine": {"backend": "transformers", "dtype": "float32"}}
+
+
+def run_eval(model_dir: str | Path | None = None, quantization: str | None = None, json_path: str | Path | None = None,
+             limit: int | None = None, eval_dir: str | Path | None = None, backend: str = "engine",
+             progress: bool = False) -> dict[str, Any]:
+    """Score the model on the gold set; returns (and optionally writes) the JSON report."""
+    from tokenizers import Tokenizer
+
+    model_dir = Path(model_dir) if model_dir else DEFAULT_MODEL_DIR
+    eval_dir = Path(eval_dir) if eval_dir else DEFAULT_EVAL_DIR
+    if not (model_dir / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"{model_dir} has no tokenizer.json; pass --model DIR")
+    if backend == "hf" and quantization:
+        raise ValueError("quantization is only available with the engine backend")
+    items, skipped = load_items(eval_dir, limit)
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    token_ids = [tok.encode(it.prompt).ids for it in items]
+    schemas = {m: constrained_json_schema(m) for m in (DocumentExtraction, AccountWindowSummary)}
+    start = time.perf_counter()
+    if backend == "engine":
+        texts, extra = _generate_engine(model_dir, token_ids, [schemas[it.model] for it in items], quantization, progress)
+    elif backend == "hf":
+        texts, extra = _generate_hf(model_dir, token_ids, progress)
+    else:
+        raise ValueError(f"unknown backend {backend!r} (engine|hf)")
+    elapsed = time.perf_counter() - start
+    scores = Scores()
+    for item, text in zip(items, texts):
+        scores.add(item, text)
+    report = {
+        "model_dir": str(model_dir), "quantization": quantization, "backend": backend, "eval_dir": str(eval_dir),
+        "n_documents": scores.count["document"], "n_windows": scores.count["window"],
+        "skipped_needs_ocr": skipped, "generation_seconds": round(elapsed, 2), **scores.report(), **extra,
+    }
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return report
+
+
+def render_report(report: dict[str, Any]) -> None:
+    """Per-field accuracy table plus the headline numbers."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"eval: {report['n_documents']} documents, {report['n_windows']} windows "
+                        f"({report['skipped_needs_ocr']} image-only skipped)")
+    table.add_column("field")
+    table.add_column("accuracy", justify="right")
+    table.add_column("correct / total", justify="right")
+    for name, f in report["fields"].items():
+        table.add_row(name, f"{f['accuracy']:.1%}", f"{f['correct']} / {f['total']}")
+    table.add_section()
+    table.add_row("overall", f"{report['overall_accuracy']:.1%}", "")
+    table.add_row("schema valid", f"{report['schema_validity']:.1%}", "")
+    for kind, k in report["by_kind"].items():
+        table.add_row(f"{kind} exact", f"{k['exact_match']:.1%}", str(k["count"]))
+    console = Console()
+    console.print(table)
+    console.print(f"backend {report['backend']}, quantization {report['quantization']}, "
+                  f"generation {report['generation_seconds']} s")
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
+                      progress=not args.no_progress)
+    render_report(report)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the `eval` subcommand to the pipeline CLI."""
+    p = subparsers.add_parser("eval", help="measure extraction quality on the held-out gold set",
+                              description=__doc__.splitlines()[0])
+    p.add_argument("--model", default=None, help="model directory (default: the shipped demo model)")
+    p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
+    p.add_argument("--json", default=None, help="also write the JSON report here")
+    p.add_argument("--limit", type=int, default=None, help="score only the first N documents and N windows")
+    p.add_argument("--eval-dir", default=None, help="gold set directory (default data/eval)")
+    p.add_argument("--backend", choices=["engine", "hf"], default="engine",
+                   help="engine (constrained, default) or hf (transformers greedy, unconstrained reference)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_eval)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pipeline")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

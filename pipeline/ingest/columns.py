@@ -1,0 +1,119 @@
+"""Column-name synonyms (several languages) mapped to canonical transaction roles.
+
+Header names are normalised (lower case, accents removed, punctuation collapsed) and matched
+exactly, so 'Naam' (own name) never captures 'Naam tegenpartij' (counterparty). A trailing
+currency in parentheses, 'Betrag (EUR)', is matched as the amount column and yields the currency.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+# Role -> synonyms in priority order (the first present column wins where one column is needed).
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "date": (
+        "date", "datum", "buchungstag", "buchungsdatum", "transaction date", "booking date", "posting date",
+        "posted date", "trans date", "completed date", "started date", "date operation", "date de l operation",
+        "date comptable", "fecha", "fecha operacion", "data", "data operazione", "data operacji", "datum provedeni",
+        "datum zauctovani", "dagtekening", "boekdatum", "transactiedatum", "datum transakcije", "дата операции",
+        "дата", "дата проводки", "дата транзакции", "konyvelesi datum", "tranzakcio datuma", "datum transakce",
+        "wertstellung", "valutadatum", "value date", "valuta date", "date valeur", "дата обработки",
+    ),
+    "amount": (
+        "amount", "betrag", "umsatz", "bedrag", "montant", "importe", "importo", "kwota", "castka", "zauctovana castka",
+        "transaction amount", "amount eur", "value", "сумма операции", "сумма", "сумма в валюте счета",
+        "сумма пересчитанная в валюту счета", "osszeg", "iznos", "summe", "net amount", "total amount",
+    ),
+    "debit": (
+        "debit", "debet", "soll", "withdrawal", "withdrawals", "paid out", "money out", "ausgang", "belastung",
+        "lastschrift", "debit amount", "списания", "списание", "расход", "terheles", "uitgaven", "af", "debito", "cargo",
+    ),
+    "credit": (
+        "credit", "haben", "deposit", "deposits", "paid in", "money in", "eingang", "gutschrift", "credit amount",
+        "поступления", "поступление", "приход", "jovairas", "inkomsten", "bij", "credito", "abono",
+    ),
+    "currency": (
+        "currency", "waehrung", "wahrung", "munt", "devise", "moneda", "divisa", "waluta", "mena", "mena uctu", "ccy",
+        "currency code", "валюта операции", "валюта", "валюта счета", "penznem", "valuta",
+    ),
+    "counterparty": (
+        "counterparty", "payee", "empfaenger", "empfanger", "beguenstigter zahlungspflichtiger",
+        "begunstigter zahlungspflichtiger", "zahlungsempfaenger", "zahlungsempfanger", "auftraggeber empfanger",
+        "auftraggeber", "name", "naam tegenpartij", "tegenpartij", "naam", "nazev protiuctu", "beneficiary",
+        "beneficiaire", "contrepartie", "merchant", "payer", "payer payee", "partner name", "recipient", "to from",
+        "kontrahent", "odbiorca", "nadawca odbiorca", "beneficiario", "получатель", "контрагент", "partner neve",
+        "merchant name",
+    ),
+    "description": (
+        "description", "verwendungszweck", "omschrijving", "memo", "buchungstext", "purpose", "details", "narrative",
+        "reference", "remittance information", "transaction details", "text", "zprava", "poznamka", "libelle",
+        "libelle operation", "vrije mededeling", "mededelingen", "concepto", "causale", "tytul", "tytul operacji",
+        "описание", "назначение платежа", "основание", "kozlemeny", "info", "transaktionstyp", "type", "action",
+        "transaction type", "typ transakce", "notes", "note",
+    ),
+    "account": (
+        "account", "account number", "account no", "iban", "auftragskonto", "rekeningnummer", "eigen rekening",
+        "cislo uctu", "numero de compte", "cuenta", "conto", "rachunek", "numer rachunku", "номер счета",
+        "номер карты счета договора", "account id", "account name", "szamlaszam", "own account",
+    ),
+}
+ROLES = tuple(SYNONYMS)
+_PAREN_CURRENCY = re.compile(r"^(.*?)\s*[\(\[]\s*([A-Za-z]{3})\s*[\)\]]\s*$")
+
+
+def normalise_header(name: str) -> str:
+    """'Beguenstigter/Zahlungspflichtiger ' -> 'beguenstigter zahlungspflichtiger'; Cyrillic kept."""
+    s = unicodedata.normalize("NFKD", name.strip().strip("\ufeff"))
+    s = "".join(ch for ch in s if not unicodedata.combining(ch)).lower()
+    s = re.sub(r"[^\w()\[\]]+", " ", s).replace("_", " ")
+    return re.sub(r"\s+", " ", s).strip()
+
+
+_INDEX: dict[str, tuple[str, int]] = {}
+for _role, _names in SYNONYMS.items():
+    for _rank, _n in enumerate(_names):
+        _INDEX.setdefault(normalise_header(_n), (_role, _rank))
+
+
+@dataclass
+class ColumnMatch:
+    """Which header columns carry which role, plus a currency named in a header."""
+
+    roles: dict[str, list[int]] = field(default_factory=dict)  # role -> column indexes, priority order
+    header_currency: str | None = None
+
+    def first(self, role: str) -> int | None:
+        cols = self.roles.get(role)
+        return cols[0] if cols else None
+
+    @property
+    def score(self) -> int:
+        """How transaction-like the header is: a date plus an amount (or debit/credit) is the core."""
+        s = sum(1 for r in self.roles if self.roles[r])
+        if "date" in self.roles and ("amount" in self.roles or "debit" in self.roles or "credit" in self.roles):
+            s += 10
+        return s
+
+
+def match_columns(header: list[str]) -> ColumnMatch:
+    """Assign roles to header cells by synonym; each column gets at most one role."""
+    ranked: dict[str, list[tuple[int, int]]] = {}
+    header_currency = None
+    for idx, cell in enumerate(header):
+        norm = normalise_header(cell)
+        hit = _INDEX.get(norm)
+        if hit is None:
+            m = _PAREN_CURRENCY.match(norm)
+            if m:
+                base = _INDEX.get(m.group(1).strip())
+                if base and base[0] in ("amount", "debit", "credit"):
+                    hit = base
+                    header_currency = header_currency or m.group(2).upper()
+        if hit is None:
+            continue
+        role, rank = hit
+        ranked.setdefault(role, []).append((rank, idx))
+    roles = {role: [i for _, i in sorted(v)] for role, v in ranked.items()}
+    return ColumnMatch(roles=roles, header_currency=header_currency)

@@ -1,0 +1,175 @@
+"""Walk the input directory, read each file once, dispatch by kind, and collect Arrow tables."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
+from pipeline.ids import sha256_bytes
+from pipeline.ingest.pdf import PdfDocument, documents_to_table, read_pdf
+from pipeline.ingest.transactions import TRANSACTION_SUFFIXES, file_unit_id, read_transactions, rows_to_table
+
+FILE_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("source_file", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # pdf | transactions | unsupported
+        pa.field("sha256", pa.string(), nullable=False),
+        pa.field("size_bytes", pa.int64(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),  # ok | error | partial | duplicate
+        pa.field("n_rows", pa.int64(), nullable=False),  # canonical transactions produced
+        pa.field("n_errors", pa.int64(), nullable=False),
+        pa.field("details", pa.string(), nullable=True),  # JSON: how a log was read
+    ]
+)
+PER_FILE_TIMEOUT_S = 120
+
+
+class FileTimeout(Exception):
+    """A single file took longer than the per-file limit."""
+
+
+@dataclass
+class IngestResult:
+    """Arrow tables produced by ingestion; `files` lists every input file exactly once."""
+
+    input_dir: str
+    documents: pa.Table
+    transactions: pa.Table
+    errors: pa.Table
+    files: pa.Table
+
+    def file_sha(self) -> dict[str, str]:
+        return dict(zip(self.files.column("source_file").to_pylist(), self.files.column("sha256").to_pylist()))
+
+
+def _is_hidden(rel: Path) -> bool:
+    return any(part.startswith((".", "_")) for part in rel.parts)
+
+
+def discover_files(input_dir: Path, exclude: tuple[Path, ...] = ()) -> list[Path]:
+    """Regular files under input_dir, sorted by relative path; hidden/underscore paths and
+    `exclude` trees (e.g. an output directory inside the input) are not inputs."""
+    root = input_dir.resolve()
+    excl = tuple(p.resolve() for p in exclude)
+    out = []
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        rel = path.relative_to(root)
+        if _is_hidden(rel) or any(path.resolve().is_relative_to(e) for e in excl):
+            continue
+        out.append(path)
+    return sorted(out, key=lambda p: p.relative_to(root).as_posix())
+
+
+def file_kind(rel: str, head: bytes) -> str:
+    suffix = Path(rel).suffix.lower()
+    if suffix == ".pdf" or head.startswith(b"%PDF-"):
+        return "pdf"
+    if suffix in TRANSACTION_SUFFIXES:
+        return "transactions"
+    return "unsupported"
+
+
+@contextmanager
+def _time_limit(seconds: int) -> Iterator[None]:
+    """SIGALRM guard against pathological files (only possible on the main thread)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def _raise(signum: int, frame: object) -> None:
+        raise FileTimeout(f"file took longer than {seconds}s")
+
+    old = signal.signal(signal.SIGALRM, _raise)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def ingest(
+    input_dir: str | Path,
+    *,
+    limit: int | None = None,
+    default_currency: str | None = None,
+    exclude: tuple[Path, ...] = (),
+    progress: bool = False,
+) -> IngestResult:
+    """Read every input file (the first `limit` in path order when given) into Arrow tables."""
+    root = Path(input_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"input directory not found: {root}")
+    paths = discover_files(root, exclude)
+    if limit is not None:
+        paths = paths[:limit]
+    docs: list[PdfDocument] = []
+    tx_rows: list[dict] = []
+    errors: list[ErrorRecord] = []
+    files: list[dict] = []
+    seen: dict[str, str] = {}
+    iterator = paths
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(paths, desc="ingest", unit="file", leave=False)
+    for path in iterator:
+        rel = path.relative_to(root.resolve() if path.is_absolute() else root).as_posix()
+        data = path.read_bytes()
+        sha = sha256_bytes(data)
+        kind = file_kind(rel, data[:8])
+        entry = {"source_file": rel, "kind": kind, "sha256": sha, "size_bytes": len(data), "status": "ok",
+                 "n_rows": 0, "n_errors": 0, "details": None}
+        files.append(entry)
+
+        def file_error(cls: str, msg: str, stage: str = Stage.INGEST) -> None:
+            errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
+                                      stage=stage, error_class=cls, message=msg, n_rows=0))
+            entry["status"], entry["n_errors"] = "error", 1
+
+        if sha in seen:
+            file_error("DuplicateFile", f"same content as {seen[sha]} (processed once, under that path)",
+                       Stage.DISCOVER)
+            entry["status"] = "duplicate"
+            continue
+        seen[sha] = rel
+        if kind == "unsupported":
+            file_error("UnsupportedFormat", f"'{Path(rel).suffix or '(no extension)'}' files are not ingested; "
+                       "expected PDF, CSV/TSV/TXT/DAT, JSONL/JSON or Parquet", Stage.DISCOVER)
+            continue
+        try:
+            with _time_limit(PER_FILE_TIMEOUT_S):
+                if kind == "pdf":
+                    res = read_pdf(data, rel)
+                    if isinstance(res, ErrorRecord):
+                        errors.append(res)
+                        entry["status"], entry["n_errors"] = "error", 1
+                    else:
+                        docs.append(res)
+                else:
+                    tf = read_transactions(data, rel, sha, default_currency)
+                    tx_rows.extend(tf.rows)
+                    errors.extend(tf.errors)
+                    entry["n_rows"], entry["n_errors"] = len(tf.rows), len(tf.errors)
+                    entry["status"] = "ok" if not tf.errors else ("partial" if tf.rows else "error")
+                    entry["details"] = json.dumps(tf.details, ensure_ascii=False, default=str) if tf.details else None
+        except Exception as exc:  # isolation: a parser bug or timeout in one file never stops the run
+            file_error(type(exc).__name__ if isinstance(exc, FileTimeout) else "InternalError",
+                       f"{type(exc).__name__}: {exc}")
+    return IngestResult(
+        input_dir=str(root),
+        documents=documents_to_table(docs),
+        transactions=rows_to_table(tx_rows),
+        errors=errors_to_table(errors),
+        files=pa.Table.from_pylist(files, schema=FILE_ARROW_SCHEMA),
+    )

@@ -1,0 +1,150 @@
+"""PDF ingestion with pypdf: per-page text, page count, metadata, OCR flags, content-hash identity.
+
+One PDF becomes either one `PdfDocument` or one `ErrorRecord`; nothing here raises for a bad file.
+Page text and the joined document text come from `pipeline.pdf_text` (shared with training) so the
+model sees text prepared exactly as in its training data.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.errors import ErrorRecord, Stage, Unit
+from pipeline.ids import sha256_bytes, stable_id
+
+_META_KEYS = {"title": "/Title", "author": "/Author", "creator": "/Creator", "producer": "/Producer",
+              "creation_date": "/CreationDate"}
+
+DOCUMENT_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),  # sha256 of the file bytes
+        pa.field("source_file", pa.string(), nullable=False),
+        pa.field("page_count", pa.int32(), nullable=False),
+        pa.field("pages", pa.list_(pa.string()), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("needs_ocr", pa.bool_(), nullable=False),  # at least one page has no text layer
+        pa.field("ocr_pages", pa.list_(pa.int32()), nullable=False),  # 1-based page numbers without text
+        pa.field("encrypted", pa.bool_(), nullable=False),
+        pa.field("title", pa.string()),
+        pa.field("author", pa.string()),
+        pa.field("creator", pa.string()),
+        pa.field("producer", pa.string()),
+        pa.field("creation_date", pa.string()),
+    ]
+)
+
+
+@dataclass
+class PdfDocument:
+    """One readable PDF document, ready for prompting."""
+
+    doc_id: str
+    source_file: str
+    page_count: int
+    pages: list[str]
+    text: str
+    needs_ocr: bool
+    ocr_pages: list[int]
+    encrypted: bool
+    metadata: dict[str, str | None] = field(default_factory=dict)
+
+    def as_row(self) -> dict[str, Any]:
+        row = {k: getattr(self, k) for k in ("doc_id", "source_file", "page_count", "pages", "text",
+                                             "needs_ocr", "ocr_pages", "encrypted")}
+        row.update({k: self.metadata.get(k) for k in _META_KEYS})
+        return row
+
+
+def documents_to_table(docs: list[PdfDocument]) -> pa.Table:
+    """Arrow table with `DOCUMENT_ARROW_SCHEMA`."""
+    return pa.Table.from_pylist([d.as_row() for d in docs], schema=DOCUMENT_ARROW_SCHEMA)
+
+
+def clean_text(s: str) -> str:
+    """Valid UTF-8 text: join surrogate pairs some PDFs produce, replace lone surrogates."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _page_texts(reader: Any) -> list[str]:
+    """Shared page-text function when present; a plain per-page fallback until it lands."""
+    try:
+        from pipeline.pdf_text import page_texts
+    except ImportError:
+        return [clean_text(p.extract_text() or "") for p in reader.pages]
+    return [clean_text(t) for t in page_texts(reader)]
+
+
+def _document_text(pages: list[str]) -> str:
+    try:
+        from pipeline.pdf_text import document_text
+    except ImportError:
+        return "\n\n".join(p.strip() for p in pages if p.strip())
+    return document_text(pages)
+
+
+def _metadata(reader: Any) -> dict[str, str | None]:
+    out: dict[str, str | None] = {k: None for k in _META_KEYS}
+    try:
+        meta = reader.metadata
+    except Exception:  # broken info dictionaries are common and never fatal
+        return out
+    if not meta:
+        return out
+    for key, pdf_key in _META_KEYS.items():
+        try:
+            value = meta.get(pdf_key)
+            if value is not None and hasattr(value, "get_object"):
+                value = value.get_object()
+            text = clean_text(str(value)).strip() if value is not None else ""
+            out[key] = text or None
+        except Exception:
+            out[key] = None
+    return out
+
+
+def pdf_doc_error_id(doc_id: str) -> str:
+    """Unit id of a PDF that failed before it had a document id of its own (same per content)."""
+    return stable_id("pdf", doc_id)
+
+
+def read_pdf(data: bytes, source_file: str) -> PdfDocument | ErrorRecord:
+    """Parse one PDF's bytes. Encrypted files are opened with the empty password when that works."""
+    from pypdf import PdfReader
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    doc_id = sha256_bytes(data)
+
+    def fail(cls: str, msg: str) -> ErrorRecord:
+        return ErrorRecord(row_id=pdf_doc_error_id(doc_id), unit=Unit.DOCUMENT, source_file=source_file,
+                           stage=Stage.INGEST, error_class=cls, message=msg)
+
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        encrypted = bool(reader.is_encrypted)
+        if encrypted:
+            try:
+                ok = reader.decrypt("")
+            except Exception as exc:  # e.g. missing crypto backend for AES
+                return fail("EncryptedPDF", f"cannot decrypt with the empty password: {type(exc).__name__}: {exc}")
+            if not ok:
+                return fail("EncryptedPDF", "encrypted with a user password; the empty password does not open it")
+        pages = _page_texts(reader)
+    except Exception as exc:
+        return fail("UnreadablePDF", f"pypdf could not read the file: {type(exc).__name__}: {exc}")
+    if not pages:
+        return fail("EmptyPDF", "the PDF has no pages")
+    ocr_pages = [i + 1 for i, p in enumerate(pages) if not p.strip()]
+    text = clean_text(_document_text(pages))
+    if not text.strip():
+        return fail("NeedsOCR", f"no text layer on any of {len(pages)} page(s); OCR is required")
+    return PdfDocument(doc_id=doc_id, source_file=source_file, page_count=len(pages), pages=pages, text=text,
+                       needs_ocr=bool(ocr_pages), ocr_pages=ocr_pages, encrypted=encrypted, metadata=_metadata(reader))

@@ -1,0 +1,196 @@
+"""Turn a delimited text export into a `RawTable`: encoding, delimiter, preamble and header detection.
+
+Encoding: BOMs first (utf-8-sig, utf-16), then strict UTF-8, then the single-byte code pages
+cp1252/cp1250/cp1251 ranked by how well the header matches known column names (latin-1 last; it
+decodes anything). Delimiter and header row: for each candidate delimiter every early line is tried
+as the header; the best synonym match with a consistent field count below it wins. Without a
+recognisable header the file is read headerless and roles are inferred from cell contents.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.ingest.columns import ColumnMatch, match_columns
+
+DELIMITERS = (",", ";", "\t", "|")
+_HEADER_SCAN_LINES = 40
+_IBAN = re.compile(r"\b([A-Z]{2}[0-9]{2}(?:\s?[A-Z0-9]{4}){2,7}(?:\s?[A-Z0-9]{1,4})?)\b")
+_ISO_TOKEN = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
+
+
+class NotATable(ValueError):
+    """The file is not a delimited transaction table we can understand (message says why)."""
+
+
+@dataclass
+class RawTable:
+    """Header plus rows of cells, each row with its 1-based line/record number in the file."""
+
+    header: list[str]
+    rows: list[tuple[int, list[Any]]]
+    match: ColumnMatch
+    encoding: str = "utf-8"
+    delimiter: str | None = None
+    headerless: bool = False
+    preamble: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def preamble_hints(self) -> tuple[str | None, str | None]:
+        """(account, currency) mentioned in preamble lines, e.g. an IBAN or 'EUR'."""
+        from pipeline.ingest.values import normalise_currency
+
+        account = currency = None
+        for line in self.preamble:
+            if account is None:
+                m = _IBAN.search(line.upper())
+                if m:
+                    account = m.group(1).replace(" ", "")
+            if currency is None:
+                for tok in _ISO_TOKEN.findall(line):
+                    iso = normalise_currency(tok)
+                    if iso and _is_known_currency(iso):
+                        currency = iso
+                        break
+        return account, currency
+
+
+_COMMON_CURRENCIES = frozenset(
+    "EUR USD GBP CHF JPY CNY CZK PLN HUF SEK NOK DKK RUB UAH INR AUD CAD NZD SGD HKD ZAR BRL MXN TRY RON BGN HRK "
+    "ILS AED SAR KRW TWD THB IDR MYR PHP VND ARS CLP COP PEN ISK".split()
+)
+
+
+def _is_known_currency(code: str) -> bool:
+    return code in _COMMON_CURRENCIES
+
+
+def decode_candidates(data: bytes) -> list[tuple[str, str]]:
+    """Possible (encoding, text) decodings, most trustworthy first."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return [("utf-8-sig", data.decode("utf-8-sig", errors="replace"))]
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return [("utf-16", data.decode("utf-16", errors="replace"))]
+    try:
+        return [("utf-8", data.decode("utf-8"))]
+    except UnicodeDecodeError:
+        pass
+    out = []
+    for enc in ("cp1252", "cp1250", "cp1251"):
+        try:
+            out.append((enc, data.decode(enc)))
+        except UnicodeDecodeError:
+            continue
+    out.append(("latin-1", data.decode("latin-1")))
+    return out
+
+
+def _split(lines: list[str], delimiter: str) -> list[list[str]]:
+    return [next(csv.reader([ln], delimiter=delimiter, skipinitialspace=False), []) for ln in lines]
+
+
+@dataclass
+class _Candidate:
+    score: tuple[float, ...]
+    delimiter: str
+    header_index: int | None
+    match: ColumnMatch
+
+
+def _best_layout(text: str) -> _Candidate | None:
+    lines = text.splitlines()[: _HEADER_SCAN_LINES + 30]
+    best: _Candidate | None = None
+    for d in DELIMITERS:
+        split = _split(lines, d)
+        for i, cells in enumerate(split[:_HEADER_SCAN_LINES]):
+            if len(cells) < 2:
+                continue
+            m = match_columns(cells)
+            if m.score < 10:
+                continue
+            below = [len(c) for c in split[i + 1 : i + 21] if any(x.strip() for x in c)]
+            n = len(cells)
+            consistent = sum(1 for k in below if abs(k - n) <= 1) / len(below) if below else 0.0
+            score = (float(m.score), consistent, -float(i))
+            if best is None or score > best.score:
+                best = _Candidate(score, d, i, m)
+    return best
+
+
+def _headerless_layout(text: str) -> tuple[str, int, int] | None:
+    """(delimiter, modal field count, index of first row with that count) for header-less tables."""
+    lines = [ln for ln in text.splitlines()[:200] if ln.strip()]
+    best: tuple[float, str, int] | None = None
+    for d in DELIMITERS:
+        counts = [len(c) for c in _split(lines, d)]
+        if not counts:
+            continue
+        modal = max(set(counts), key=counts.count)
+        if modal < 3:
+            continue
+        share = counts.count(modal) / len(counts)
+        if share >= 0.6 and (best is None or (share, modal) > (best[0], best[2])):
+            best = (share, d, modal)
+    if best is None:
+        return None
+    return best[1], best[2], 0
+
+
+def _records(text: str, delimiter: str, start_line: int) -> list[tuple[int, list[str]]]:
+    """CSV records from line `start_line` (0-based) with their 1-based starting line numbers."""
+    lines = text.splitlines(keepends=True)
+    body = "".join(lines[start_line:])
+    reader = csv.reader(io.StringIO(body), delimiter=delimiter)
+    out: list[tuple[int, list[str]]] = []
+    prev = 0
+    try:
+        for rec in reader:
+            line_no = start_line + prev + 1
+            prev = reader.line_num
+            if not rec or not any(c.strip() for c in rec):
+                continue
+            out.append((line_no, rec))
+    except csv.Error as exc:
+        raise NotATable(f"malformed CSV near line {start_line + prev + 1}: {exc}") from exc
+    return out
+
+
+def parse_delimited(data: bytes) -> RawTable:
+    """Decode, sniff and split a delimited export. Raises NotATable with a reason."""
+    if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise NotATable("binary file (NUL bytes), not a text export")
+    scored: list[tuple[tuple[float, ...], str, str, _Candidate | None]] = []
+    for rank, (enc, text) in enumerate(decode_candidates(data)):
+        cand = _best_layout(text)
+        key = (cand.score if cand else (0.0,)) + (-rank,)
+        scored.append((key, enc, text, cand))
+    scored.sort(key=lambda t: t[0], reverse=True)
+    _, enc, text, cand = scored[0]
+    if not text.strip():
+        raise NotATable("empty file")
+    if cand is not None and cand.header_index is not None:
+        lines = text.splitlines()
+        header = _split([lines[cand.header_index]], cand.delimiter)[0]
+        rows = _records(text, cand.delimiter, cand.header_index + 1)
+        return RawTable(header=[h.strip() for h in header], rows=rows, match=cand.match, encoding=enc,
+                        delimiter=cand.delimiter, preamble=lines[: cand.header_index])
+    layout = _headerless_layout(text)
+    if layout is None:
+        raise NotATable("no header with a date and an amount column, and no consistent delimited layout")
+    delimiter, modal, _ = layout
+    records = _records(text, delimiter, 0)
+    first = next((k for k, (_, rec) in enumerate(records) if len(rec) == modal), 0)
+    preamble = [delimiter.join(rec) for _, rec in records[:first]]
+    body = records[first:]
+    header = [f"column_{i + 1}" for i in range(modal)]
+    from pipeline.ingest.infer_columns import infer_roles
+
+    match = infer_roles(body, modal)
+    if match.score < 10:
+        raise NotATable("header-less table: no column of dates and amounts could be identified")
+    return RawTable(header=header, rows=body, match=match, encoding=enc, delimiter=delimiter, headerless=True,
+                    preamble=preamble, notes=["no header row; column roles inferred from cell contents"])

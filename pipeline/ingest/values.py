@@ -1,0 +1,192 @@
+"""Cell-level parsing for transaction logs: amounts (decimal comma/point, thousands separators,
+currency symbols, trailing minus, parentheses) and dates (format chosen per column, not per cell).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+
+CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "₽": "RUB", "zł": "PLN", "kč": "CZK",
+                    "fr.": "CHF", "chf": "CHF"}
+LEGACY_CURRENCIES = {"RUR": "RUB"}  # pre-1998 code still used by Russian bank exports
+_ISO_CURRENCY = re.compile(r"^[A-Z]{3}$")
+_AMOUNT_CHARS = re.compile(r"^[+-]?\(?[+-]?[0-9][0-9.,' \u00a0\u202f]*\)?[+-]?$")
+_MAX_AMOUNT = Decimal("1e14")
+_QUANT = Decimal("0.0001")
+
+
+def normalise_currency(value: str | None) -> str | None:
+    """ISO 4217 code from a cell ('eur', 'RUR', '€'), or None if it is not one."""
+    if value is None:
+        return None
+    v = value.strip()
+    if not v:
+        return None
+    if v.lower() in CURRENCY_SYMBOLS:
+        return CURRENCY_SYMBOLS[v.lower()]
+    v = v.upper()
+    v = LEGACY_CURRENCIES.get(v, v)
+    return v if _ISO_CURRENCY.match(v) else None
+
+
+def strip_currency(raw: str) -> tuple[str, str | None]:
+    """Remove a currency symbol or code around an amount; return (rest, ISO code found)."""
+    s = raw.strip()
+    found = None
+    for sym, code in CURRENCY_SYMBOLS.items():
+        if sym in ("fr.", "chf", "zł", "kč"):
+            continue
+        if sym in s:
+            s = s.replace(sym, "")
+            found = code
+    m = re.match(r"^([A-Za-z]{3})\s*(.+)$", s) or re.match(r"^(.+?)\s*([A-Za-z]{3})$", s)
+    if m:
+        code_part = m.group(1) if m.group(1).isalpha() else m.group(2)
+        iso = normalise_currency(code_part)
+        if iso:
+            found = iso
+            s = (m.group(2) if m.group(1).isalpha() else m.group(1)).strip()
+    return s.strip(), found
+
+
+def detect_decimal_comma(samples: list[str], default: bool = False) -> bool:
+    """Decide, for a whole column, whether ',' is the decimal separator.
+
+    Evidence per cell: the last separator followed by 1-2 digits is the decimal one; '1.234.567' or
+    '1,234' with exactly three digits after is a thousands group. Ties fall back to `default`.
+    """
+    comma = point = 0
+    for raw in samples:
+        s, _ = strip_currency(raw)
+        s = s.replace(" ", "").replace("\u00a0", "").replace("'", "")
+        last_c, last_p = s.rfind(","), s.rfind(".")
+        if last_c >= 0 and last_p >= 0:
+            if last_c > last_p:
+                comma += 1
+            else:
+                point += 1
+        elif last_c >= 0:
+            tail = s[last_c + 1:].rstrip(")-+")
+            if len(tail) != 3 or s.count(",") == 1 and not s.lstrip("-+(").split(",")[0]:
+                comma += 1
+            elif s.count(",") > 1:
+                point += 1
+        elif last_p >= 0:
+            tail = s[last_p + 1:].rstrip(")-+")
+            if s.count(".") > 1:
+                comma += 1
+            elif len(tail) != 3:
+                point += 1
+    if comma == point:
+        return default
+    return comma > point
+
+
+def parse_amount(raw: str | None, decimal_comma: bool) -> tuple[Decimal | None, str | None]:
+    """Parse one amount cell into (Decimal rounded to 4 places, currency found in the cell).
+
+    Returns (None, None) for an empty cell; raises ValueError with a reason for an unparseable one.
+    """
+    if raw is None:
+        return None, None
+    s, cur = strip_currency(str(raw))
+    s = s.replace("\u00a0", "").replace("\u202f", "").replace(" ", "").replace("'", "")
+    if not s or s in ("-", "--"):
+        return None, cur
+    if not _AMOUNT_CHARS.match(s):
+        raise ValueError(f"not an amount: {raw!r}")
+    negative = False
+    if s.startswith("(") and s.endswith(")"):
+        negative, s = True, s[1:-1]
+    if s.endswith("-"):
+        negative, s = True, s[:-1]
+    elif s.endswith("+"):
+        s = s[:-1]
+    if s.startswith("-"):
+        negative, s = not negative, s[1:]
+    elif s.startswith("+"):
+        s = s[1:]
+    if decimal_comma:
+        s = s.replace(".", "").replace(",", ".")
+    else:
+        s = s.replace(",", "")
+    if s.count(".") > 1 or not s or s == ".":
+        raise ValueError(f"not an amount: {raw!r}")
+    try:
+        value = Decimal(s)
+    except InvalidOperation as exc:
+        raise ValueError(f"not an amount: {raw!r}") from exc
+    if abs(value) >= _MAX_AMOUNT:
+        raise ValueError(f"amount out of range: {raw!r}")
+    value = value.quantize(_QUANT)
+    return (-value if negative else value), cur
+
+
+# Candidate date formats, most specific first. Day-first and month-first slash/dot formats are both
+# tried; the column decides (see choose_date_format).
+DATE_FORMATS: tuple[str, ...] = (
+    "%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y/%m/%d", "%Y.%m.%d",
+    "%d.%m.%Y %H:%M:%S", "%d.%m.%Y %H:%M", "%d.%m.%Y", "%d.%m.%y",
+    "%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%d/%m/%Y", "%d/%m/%y",
+    "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %H:%M", "%m/%d/%Y", "%m/%d/%y",
+    "%d-%m-%Y", "%d-%m-%y", "%m-%d-%Y", "%Y%m%d", "%d %b %Y", "%d %B %Y", "%b %d, %Y", "%B %d, %Y",
+    "%d-%b-%Y", "%d-%b-%y", "%d %b %y",
+)
+_MONTH_FIRST = {"%m/%d/%Y", "%m/%d/%y", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %H:%M", "%m-%d-%Y"}
+_LEADING_DATE = re.compile(r"^\s*(\S+(?:\s\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AP]M)?)?)")
+
+
+def _clean_date(raw: str) -> str:
+    s = raw.strip().strip("'\"")
+    # "04/17/2023 as of 04/15/2023" (brokerage exports): keep the leading date
+    if " as of " in s:
+        s = s.split(" as of ", 1)[0].strip()
+    if s.endswith("Z"):
+        s = s[:-1] + "+0000"
+    return s
+
+
+def parse_date(raw: str, fmt: str) -> datetime:
+    """Parse with a fixed format; naive values are taken as UTC. Raises ValueError."""
+    s = _clean_date(raw)
+    if fmt == "%Y%m%d" and not (len(s) == 8 and s.isdigit()):
+        raise ValueError(f"not a yyyymmdd date: {raw!r}")
+    dt = datetime.strptime(s, fmt)
+    if not 1900 <= dt.year <= 2100:
+        raise ValueError(f"date out of range: {raw!r}")
+    if dt.tzinfo is None:
+        return dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc)
+
+
+def choose_date_format(samples: list[str], prefer_month_first: bool = False, min_share: float = 0.8) -> str | None:
+    """The format that parses the most non-empty samples (at least `min_share` of them).
+
+    Day-first vs month-first: whichever parses more wins; when both parse everything (all days
+    <= 12) the column is ambiguous and day-first is used unless `prefer_month_first` (USD exports).
+    """
+    values = [v for v in samples if v and v.strip()]
+    if not values:
+        return None
+    best: tuple[int, int, str] | None = None
+    for i, fmt in enumerate(DATE_FORMATS):
+        ok = 0
+        for v in values:
+            try:
+                parse_date(v, fmt)
+                ok += 1
+            except ValueError:
+                pass
+        if ok == 0:
+            continue
+        month_first = fmt in _MONTH_FIRST
+        tie_rank = (1 if month_first == prefer_month_first else 0)
+        key = (ok, tie_rank, fmt)
+        if best is None or (key[0], key[1]) > (best[0], best[1]):
+            best = key
+    if best is None or best[0] < min_share * len(values):
+        return None
+    return best[2]

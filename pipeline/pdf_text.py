@@ -1,0 +1,40 @@
+"""Text of a PDF as the extraction model sees it (shared by ingestion and training).
+
+pypdf's raw output varies in spacing; normalising it here (one space between words, no
+blank lines, explicit page markers) keeps prompts short and makes training text and
+pipeline text identical by construction.
+"""
+
+import re
+from collections.abc import Sequence
+
+from pypdf import PdfReader
+
+_HSPACE = re.compile(r"[ \t\u00a0]+")
+
+
+def page_texts(reader: PdfReader) -> list[str]:
+    """Extract the text of every page; a page without a text layer yields ''."""
+    return [(page.extract_text() or "") for page in reader.pages]
+
+
+def _clean(page: str) -> str:
+    lines = (_HSPACE.sub(" ", line).strip() for line in page.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def document_text(pages: Sequence[str]) -> str:
+    """Join cleaned pages; pages after the first are introduced by a `[page N]` marker."""
+    parts: list[str] = []
+    for number, page in enumerate(pages, start=1):
+        cleaned = _clean(page)
+        if number > 1:
+            parts.append(f"[page {number}]")
+        if cleaned:
+            parts.append(cleaned)
+    return "\n".join(parts)
+
+
+def needs_ocr(pages: Sequence[str]) -> bool:
+    """True when no page has a text layer (scanned/image-only PDF)."""
+    return not any(_clean(p) for p in pages)

@@ -1,0 +1,365 @@
+"""The pipeline as plain, composable stages (the Prefect flows wrap these as tasks).
+
+    ingest(input_dir, *, limit=None, default_currency=None, exclude=(), progress=False) -> IngestResult
+        PDFs and transaction logs -> Arrow tables: documents, transactions, errors, files.
+    plan_units(ingest_result, model_id) -> tuple[list[WorkUnit], list[ErrorRecord]]
+        One unit per document, one per (account, month) window; deterministic row_ids.
+    prepare_requests(units, tokenizer, max_model_len, max_tokens, bucket_size, bucket_tokens) -> PreparedRequests
+        Exact token ids from the model's tokenizer, long-document policy, length buckets.
+    infer(llm, buckets, *, max_tokens=None, progress=None) -> Iterator[BucketResult]
+        Streams each bucket through the engine (JSON-schema constrained) and validates every
+        completion; yields one BucketResult (rows + error rows) per finished bucket.
+    load_llm(model_dir, **engine_kwargs) -> engine.LLM
+        Cached: a process loads a given model/config once.
+    model_identity(model_dir, quantization=None) -> str
+        Name plus a hash of config, tokenizer and weights (part of every row_id).
+    run_pipeline(config: RunConfig) -> RunSummary
+        Composes the stages with staging, resume, already-done skipping and atomic publish.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.bucketing import Bucket, PreparedRequests, WorkItem, prepare_requests
+from pipeline.config import RunConfig
+from pipeline.datasets import KIND_DATASET, error_rows, output_row, transaction_rows
+from pipeline.errors import ErrorRecord, Stage, Unit, errors_from_table
+from pipeline.ids import stable_id
+from pipeline.ingest import IngestResult, ingest
+from pipeline.manifest import Reconciliation, RunManifest
+from pipeline.sink import Staging, drop_stale, output_lock, publish_committed, published_ids, roll_forward
+from pipeline.validate import decoding_schema, validate_completion
+from pipeline.work import WorkUnit, document_units, prompt_version, schema_version, window_units
+
+__all__ = ["BucketResult", "RunSummary", "infer", "ingest", "load_llm", "model_identity", "plan_units",
+           "prepare_requests", "run_pipeline"]
+
+_MODEL_FILES = ("config.json", "tokenizer.json", "generation_config.json", "tokenizer_config.json")
+
+
+# ------------------------------------------------------------------ model
+
+@lru_cache(maxsize=8)
+def _identity(model_dir: str, stamp: tuple[tuple[str, int, int], ...], quantization: str | None) -> str:
+    h = hashlib.sha256()
+    root = Path(model_dir)
+    for name, _, _ in stamp:
+        h.update(name.encode())
+        with open(root / name, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+    suffix = f"+{quantization}" if quantization else ""
+    return f"{root.name}@{h.hexdigest()[:12]}{suffix}"
+
+
+def model_identity(model_dir: str | Path, quantization: str | None = None) -> str:
+    """`<dir name>@<hash of config, tokenizer and weights>[+int8]`; identical files, identical id."""
+    root = Path(model_dir).resolve()
+    if not (root / "config.json").is_file():
+        raise FileNotFoundError(f"model directory not found or has no config.json: {root}")
+    names = [n for n in _MODEL_FILES if (root / n).is_file()]
+    names += sorted(p.name for p in root.glob("*.safetensors"))
+    stamp = tuple((n, (root / n).stat().st_size, (root / n).stat().st_mtime_ns) for n in names)
+    return _identity(str(root), stamp, quantization)
+
+
+@lru_cache(maxsize=2)
+def _load_llm_cached(model_dir: str, frozen: tuple[tuple[str, Any], ...]) -> Any:
+    from engine import LLM
+
+    return LLM(model_dir, **dict(frozen))
+
+
+def load_llm(model_dir: str | Path, **engine_kwargs: Any) -> Any:
+    """Load (once per process for a given model dir and engine config) an `engine.LLM`."""
+    return _load_llm_cached(str(Path(model_dir).resolve()), tuple(sorted(engine_kwargs.items())))
+
+
+# ------------------------------------------------------------------ units
+
+def plan_units(result: IngestResult, model_id: str) -> tuple[list[WorkUnit], list[ErrorRecord]]:
+    """Documents and account windows as work units. A failure of the window aggregation becomes
+    error rows (one per source file, accounting for its rows), never a crash."""
+    units = document_units(result.documents, model_id)
+    errors: list[ErrorRecord] = []
+    try:
+        units += window_units(result.transactions, result.file_sha(), model_id)
+    except Exception as exc:
+        counts = Counter(result.transactions.column("source_file").to_pylist())
+        for f, n in sorted(counts.items()):
+            errors.append(ErrorRecord(row_id=stable_id("windows", f, model_id), unit=Unit.WINDOW, source_file=f,
+                                      stage=Stage.PREPARE, error_class="WindowAggregationError",
+                                      message=f"{type(exc).__name__}: {exc}", n_rows=n))
+    return units, errors
+
+
+# ------------------------------------------------------------------ inference
+
+@dataclass
+class BucketResult:
+    """Validated rows and error rows of one bucket, plus what it cost."""
+
+    bucket_id: str
+    kind: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    seconds: float = 0.0
+
+
+def _params(kind: str, max_tokens: int) -> Any:
+    from engine import SamplingParams
+
+    return SamplingParams(max_tokens=max_tokens, temperature=0.0, json_schema=decoding_schema(kind))
+
+
+def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progress: Any = None) -> Iterator[BucketResult]:
+    """Run buckets through the engine one at a time (greedy, schema-constrained), validating each
+    completion as it streams in. `progress` (optional) gets `.update(n_items, n_tokens)`."""
+    params_cache: dict[tuple[str, int], Any] = {}
+    for bucket in buckets:
+        t0 = time.perf_counter()
+        res = BucketResult(bucket.bucket_id, bucket.kind)
+        params = []
+        for item in bucket.items:
+            key = (item.unit.kind, item.max_tokens)
+            if key not in params_cache:
+                params_cache[key] = _params(*key)
+            params.append(params_cache[key])
+        pending = dict(enumerate(bucket.items))
+        try:
+            for out in llm.generate_stream([i.prompt_token_ids for i in bucket.items], params, progress=False):
+                item = pending.pop(out.index)
+                _collect(res, item, out, run_fields)
+                if progress is not None:
+                    progress.update(1, len(out.token_ids))
+        except Exception as exc:  # an engine failure costs this bucket's unfinished items, not the run
+            for item in pending.values():
+                u = item.unit
+                res.errors.append(ErrorRecord(row_id=u.row_id, unit=Unit.DOCUMENT if u.kind == "document" else Unit.WINDOW,
+                                              source_file=u.source_file, stage=Stage.INFER, error_class="EngineError",
+                                              message=f"{type(exc).__name__}: {exc}", n_rows=u.n_rows))
+                if progress is not None:
+                    progress.update(1, 0)
+        res.seconds = time.perf_counter() - t0
+        yield res
+
+
+def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, str]) -> None:
+    u = item.unit
+    res.prompt_tokens += item.n_tokens
+    res.output_tokens += len(out.token_ids)
+    metrics = getattr(out, "metrics", None)
+    res.cached_tokens += int(getattr(metrics, "num_cached_tokens", 0) or 0)
+    verdict = validate_completion(kind=u.kind, row_id=u.row_id, source_file=u.source_file, n_rows=u.n_rows,
+                                  text=out.text, finish_reason=out.finish_reason, error=out.error,
+                                  max_tokens=item.max_tokens)
+    if isinstance(verdict, ErrorRecord):
+        res.errors.append(verdict)
+    else:
+        res.rows.append(output_row(item, verdict, out, run_fields))
+
+
+# ------------------------------------------------------------------ composition
+
+@dataclass
+class RunSummary:
+    """What `run_pipeline` returns: the manifest plus where things went."""
+
+    run_key: str
+    output_dir: Path
+    manifest: dict[str, Any]
+
+    @property
+    def reconciliation(self) -> dict[str, Any]:
+        return self.manifest["reconciliation"]
+
+
+class _Progress:
+    """tqdm bar over requests (documents and windows per second) with generated tokens/s."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.bar = None
+        self.t0 = time.perf_counter()
+        self.tokens = 0
+        self.done = 0
+        if enabled and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="extract", unit="req", dynamic_ncols=True)
+
+    def update(self, n: int, tokens: int) -> None:
+        self.done += n
+        self.tokens += tokens
+        if self.bar is not None:
+            el = max(time.perf_counter() - self.t0, 1e-9)
+            self.bar.set_postfix_str(f"{self.tokens / el:.0f} tok/s", refresh=False)
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _run_key(cfg: RunConfig, model_id: str, result: IngestResult, todo: list[str], max_model_len: int | None) -> str:
+    files = sorted(zip(result.files.column("source_file").to_pylist(), result.files.column("sha256").to_pylist()))
+    return stable_id("run", cfg.run_date.isoformat(), model_id, prompt_version(), schema_version(),
+                     cfg.max_tokens_document, cfg.max_tokens_window, cfg.bucket_size, cfg.bucket_tokens,
+                     max_model_len, cfg.force, cfg.limit, files, sorted(todo), length=16)
+
+
+def run_pipeline(cfg: RunConfig, llm: Any = None) -> RunSummary:
+    """ingest -> plan -> skip done -> prepare -> infer (staged per bucket) -> commit -> publish.
+
+    `llm` may be passed in (an already-loaded engine, or a test double with the same API);
+    otherwise it is loaded with `load_llm` only when there is work to do."""
+    started = dt.datetime.now(dt.timezone.utc)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    output_dir = cfg.output_dir.resolve()
+    model_id = model_identity(cfg.model_dir, cfg.engine.quantization)
+    run_fields = {"model_id": model_id, "prompt_version": prompt_version(), "schema_version": schema_version()}
+    with output_lock(output_dir):
+        recovered = roll_forward(output_dir)
+        result = ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
+                        exclude=(output_dir,), progress=cfg.progress)
+        timings["ingest"] = time.perf_counter() - t
+        t = time.perf_counter()
+        units, plan_errors = plan_units(result, model_id)
+        tx_table = transaction_rows(result.transactions, result.file_sha(), schema_version())
+        done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions"))
+        todo = [u for u in units if u.row_id not in done]
+        skipped = Counter(u.kind for u in units if u.row_id in done)
+        tx_mask = pa.array([rid not in done for rid in tx_table.column("row_id").to_pylist()], pa.bool_())
+        tx_new = tx_table.filter(tx_mask)
+        timings["plan"] = time.perf_counter() - t
+
+        max_model_len = cfg.engine.max_model_len
+        if not todo:
+            llm = None
+        elif llm is None:
+            t = time.perf_counter()
+            llm = load_llm(cfg.model_dir, **cfg.engine_kwargs())
+            timings["load_model"] = time.perf_counter() - t
+        if llm is not None:
+            max_model_len = llm.max_model_len
+        run_key = _run_key(cfg, model_id, result, [u.row_id for u in todo], max_model_len)
+        drop_stale(output_dir, keep=run_key)
+        staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
+        if not staging.is_done("ingest"):
+            staging.write_part("ingest", {"transactions": tx_new,
+                                          "errors": error_rows(errors_from_table(result.errors) + plan_errors, run_fields)})
+
+        t = time.perf_counter()
+        prepared = PreparedRequests()
+        if llm is not None:
+            prepared = prepare_requests(todo, llm.tokenizer, max_model_len,
+                                        {"document": cfg.max_tokens_document, "window": cfg.max_tokens_window},
+                                        cfg.bucket_size, cfg.bucket_tokens)
+        if not staging.is_done("prepare"):
+            staging.write_part("prepare", {"errors": error_rows(prepared.errors, run_fields)})
+        timings["prepare"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        pending = [b for b in prepared.buckets if not staging.is_done(b.bucket_id)]
+        resumed = len(prepared.buckets) - len(pending)
+        tokens = Counter()
+        bar = _Progress(sum(len(b.items) for b in pending), cfg.progress)
+        try:
+            for res in infer(llm, pending, run_fields=run_fields, progress=bar):
+                staging.write_part(res.bucket_id, {KIND_DATASET[res.kind]: _rows_table(res), "errors": error_rows(res.errors, run_fields)})
+                tokens.update(prompt=res.prompt_tokens, output=res.output_tokens, cached=res.cached_tokens)
+        finally:
+            bar.close()
+        timings["infer"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        manifest = _manifest(cfg, started, run_key, model_id, result, units, skipped, tx_table, tx_new, staging,
+                             llm, tokens, timings, recovered, resumed)
+        staging.commit(manifest)
+        published = publish_committed(staging.root, output_dir)
+    return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
+
+
+def _rows_table(res: BucketResult) -> pa.Table:
+    from pipeline.datasets import dataset_schema
+
+    return pa.Table.from_pylist(res.rows, schema=dataset_schema(KIND_DATASET[res.kind]))
+
+
+def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str, result: IngestResult,
+              units: list[WorkUnit], skipped: Counter, tx_table: pa.Table, tx_new: pa.Table, staging: Staging,
+              llm: Any, tokens: Counter, timings: dict[str, float], recovered: list[str], resumed: int) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    staged = staging.staged()
+    out_counts = {ds: sum(pq.ParquetFile(p).metadata.num_rows for p in parts) for ds, parts in staged.items()}
+    err_tables = [pq.read_table(p, columns=["source_file", "stage", "error_class", "unit", "n_rows"])
+                  for p in staged["errors"]]
+    errs = pa.concat_tables(err_tables).to_pylist() if err_tables else []
+    files = result.files.to_pylist()
+    kinds = Counter(f["kind"] for f in files)
+    by_unit = Counter(e["unit"] for e in errs)
+    doc_file_errors = sum(1 for e in errs if e["unit"] == Unit.DOCUMENT and e["stage"] == Stage.INGEST)
+    doc_errors = sum(1 for e in errs if e["unit"] == Unit.DOCUMENT and e["stage"] != Stage.INGEST)
+    win_errors = by_unit[Unit.WINDOW]
+    n_windows = sum(1 for u in units if u.kind == "window")
+    row_errors = by_unit[Unit.ROW]
+    rows_read = tx_table.num_rows + row_errors
+    pdf_files = sum(1 for f in files if f["kind"] == "pdf" and f["status"] != "duplicate")
+    ok_sources = set(tx_table.column("source_file").to_pylist()) | set(result.documents.column("source_file").to_pylist())
+    err_sources = {e["source_file"] for e in errs}
+    accounted = sum(1 for f in files if f["source_file"] in ok_sources or f["source_file"] in err_sources)
+    docs_ingested = result.documents.num_rows
+    rec = Reconciliation(
+        files=len(files), files_accounted=accounted, pdf_files=pdf_files, documents_ingested=docs_ingested,
+        document_file_errors=doc_file_errors, documents_output=out_counts["documents"], documents_errors=doc_errors,
+        documents_skipped=skipped["document"], transaction_rows_read=rows_read,
+        transaction_rows_output=tx_new.num_rows, transaction_rows_skipped=tx_table.num_rows - tx_new.num_rows,
+        transaction_row_errors=row_errors, windows=n_windows, windows_output=out_counts["account_windows"],
+        windows_errors=win_errors, windows_skipped=skipped["window"],
+        balanced=(accounted == len(files)
+                  and pdf_files == docs_ingested + doc_file_errors
+                  and docs_ingested == out_counts["documents"] + doc_errors + skipped["document"]
+                  and n_windows == out_counts["account_windows"] + win_errors + skipped["window"]),
+    )
+    finished = dt.datetime.now(dt.timezone.utc)
+    total = (finished - started).total_seconds()
+    infer_s = max(timings.get("infer", 0.0), 1e-9)
+    n_req = out_counts["documents"] + out_counts["account_windows"] + doc_errors + win_errors
+    m = RunManifest(
+        run_key=run_key, run_date=cfg.run_date.isoformat(), started_at=started.isoformat(),
+        finished_at=finished.isoformat(), input_dir=str(cfg.input_dir.resolve()), output_dir=str(cfg.output_dir.resolve()),
+        model_dir=str(cfg.model_dir), model_id=model_id, prompt_version=prompt_version(), schema_version=schema_version(),
+        force=cfg.force, limit=cfg.limit, config=cfg.model_dump(mode="json"),
+        engine_config=llm.config_summary() if llm is not None else {},
+        engine_stats=llm.stats() if llm is not None else {},
+        inputs={"files": len(files), "by_kind": dict(kinds), "bytes": sum(f["size_bytes"] for f in files),
+                "documents": docs_ingested, "transaction_rows": rows_read, "windows": n_windows,
+                "buckets_resumed": resumed},
+        outputs=out_counts,
+        errors_by_stage=dict(Counter(e["stage"] for e in errs)),
+        errors_by_class=dict(Counter(e["error_class"] for e in errs)),
+        reconciliation=rec,
+        tokens={"prompt": tokens["prompt"], "output": tokens["output"], "cached": tokens["cached"]},
+        timings_s={k: round(v, 4) for k, v in {**timings, "total": total}.items()},
+        throughput={"requests_per_s": round(n_req / infer_s, 3) if n_req else 0.0,
+                    "output_tokens_per_s": round(tokens["output"] / infer_s, 1) if tokens["output"] else 0.0,
+                    "total_tokens_per_s": round((tokens["prompt"] + tokens["output"]) / infer_s, 1)
+                    if tokens["output"] else 0.0},
+        recovered_runs=recovered,
+    )
+    return m.model_dump(mode="json")

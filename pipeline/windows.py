@@ -1,0 +1,117 @@
+"""Per-account, per-month window aggregates (polars) and the reference summary rule.
+
+All arithmetic and counting happens here; the model only reads the stated facts and maps
+them to a verdict. `reference_summary` is that mapping written as code: it produces the
+gold labels for training and evaluation.
+"""
+
+from decimal import Decimal
+
+import polars as pl
+import pyarrow as pa
+
+from schemas.account import FLAG_ORDER, AccountWindowSummary, Flag, RiskLevel, WindowClassification
+
+LARGE_CASH_THRESHOLD = 10_000
+NEW_COUNTERPARTY_MIN_VOLUME = 5_000
+STRUCTURING_LOW = 9_000  # round cash credits in [9000, 10000) sit just under the reporting threshold
+CASH_PATTERN = r"(?i)\b(cash|atm)\b"
+
+_CENT = Decimal("0.01")
+
+
+def _fmt(value: object) -> str:
+    return f"{Decimal(str(value or 0)).quantize(_CENT):.2f}"
+
+
+def window_facts(transactions: pa.Table | pl.DataFrame) -> list[dict[str, object]]:
+    """Aggregate canonical transactions into one fact row per (account, calendar month).
+
+    Totals are in the account's primary currency (its most frequent one); other currencies
+    only count towards `foreign_count`. Rows are sorted by account then period.
+    """
+    df = transactions if isinstance(transactions, pl.DataFrame) else pl.from_arrow(transactions)
+    if df.is_empty():
+        return []
+    df = df.with_columns(
+        pl.col("timestamp").dt.truncate("1mo").dt.date().alias("period_start"),
+        pl.col("amount").cast(pl.Float64).alias("_amt"),
+        pl.col("description").fill_null("").str.contains(CASH_PATTERN).alias("_cash"),
+    )
+    primary = (
+        df.group_by("account", "currency").len()
+        .sort(["account", "len", "currency"], descending=[False, True, False])
+        .group_by("account", maintain_order=True).first()
+        .select("account", pl.col("currency").alias("_primary"))
+    )
+    df = df.join(primary, on="account")
+    first_seen = (
+        df.filter(pl.col("counterparty").is_not_null())
+        .group_by("account", "counterparty").agg(pl.col("period_start").min().alias("_first"))
+    )
+    new_cp = (
+        df.filter(pl.col("counterparty").is_not_null())
+        .group_by("account", "period_start", "counterparty").agg(pl.col("_amt").abs().sum().alias("_vol"))
+        .join(first_seen, on=["account", "counterparty"])
+        .filter((pl.col("_first") == pl.col("period_start")) & (pl.col("_vol") >= NEW_COUNTERPARTY_MIN_VOLUME))
+        .group_by("account", "period_start").agg(pl.len().alias("new_counterparty_count"))
+    )
+    in_primary = pl.col("currency") == pl.col("_primary")
+    agg = (
+        df.group_by("account", "period_start")
+        .agg(
+            pl.col("_primary").first().alias("currency"),
+            pl.len().alias("tx_count"),
+            pl.col("amount").filter(in_primary & (pl.col("_amt") > 0)).sum().alias("_credits"),
+            (-pl.col("amount").filter(in_primary & (pl.col("_amt") < 0))).sum().alias("_debits"),
+            (pl.col("_cash") & (pl.col("_amt").abs() >= LARGE_CASH_THRESHOLD)).sum().alias("large_cash_count"),
+            (pl.col("_cash") & (pl.col("_amt") >= STRUCTURING_LOW) & (pl.col("_amt") < LARGE_CASH_THRESHOLD)
+             & ((pl.col("_amt") % 100).abs() < 1e-6)).sum().alias("structuring_count"),
+            (~in_primary).sum().alias("foreign_count"),
+        )
+        .join(new_cp, on=["account", "period_start"], how="left")
+        .with_columns(pl.col("new_counterparty_count").fill_null(0))
+        .sort("account", "period_start")
+    )
+    rows = []
+    for r in agg.iter_rows(named=True):
+        start = r["period_start"]
+        end = (pl.Series([start]).dt.month_end()[0])
+        credits = Decimal(str(r["_credits"] or 0))
+        debits = Decimal(str(r["_debits"] or 0))
+        rows.append({
+            "account": r["account"],
+            "period_start": start.isoformat(),
+            "period_end": end.isoformat(),
+            "currency": r["currency"],
+            "tx_count": int(r["tx_count"]),
+            "credits": _fmt(credits),
+            "debits": _fmt(debits),
+            "net": _fmt(credits - debits),
+            "large_cash_count": int(r["large_cash_count"]),
+            "new_counterparty_count": int(r["new_counterparty_count"]),
+            "structuring_count": int(r["structuring_count"]),
+            "foreign_count": int(r["foreign_count"]),
+        })
+    return rows
+
+
+_FLAG_COUNTS = {
+    Flag.LARGE_CASH: "large_cash_count",
+    Flag.NEW_COUNTERPARTIES: "new_counterparty_count",
+    Flag.STRUCTURING: "structuring_count",
+    Flag.FOREIGN_CURRENCY: "foreign_count",
+}
+
+
+def reference_summary(facts: dict[str, object]) -> AccountWindowSummary:
+    """The rule the model learns: flags from non-zero counts, risk from the flag count."""
+    flags = [f for f in FLAG_ORDER if int(facts[_FLAG_COUNTS[f]]) > 0]  # type: ignore[arg-type]
+    risk = RiskLevel.LOW if not flags else RiskLevel.MEDIUM if len(flags) == 1 else RiskLevel.HIGH
+    net = str(facts["net"])
+    cls = WindowClassification.NET_OUTFLOW if net.startswith("-") else WindowClassification.NET_INFLOW
+    ccy = facts["currency"]
+    tail = "no flags." if not flags else "flagged for " + ", ".join(f.value.replace("_", " ") for f in flags) + "."
+    narrative = (f"{facts['tx_count']} transactions; credits {facts['credits']} {ccy}; "
+                 f"debits {facts['debits']} {ccy}; {tail}")
+    return AccountWindowSummary(classification=cls, risk_level=risk, flags=flags, narrative=narrative)

@@ -1,0 +1,111 @@
+"""Units of work: one extraction request per PDF document, one summary request per account window.
+
+    document_units(documents, model_id) -> list[WorkUnit]
+    window_units(transactions, file_sha, model_id) -> list[WorkUnit]
+
+A unit's `row_id` is deterministic (content hash + prompt version + schema version + model id),
+so the already-done check and upserts key on it. Window facts (counts, sums, flags' counts) come
+from `pipeline.windows.window_facts` (polars); the model only classifies and narrates them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import polars as pl
+import pyarrow as pa
+
+from pipeline.ids import stable_id
+from pipeline.ingest.transactions import transaction_row_id
+
+Kind = Literal["document", "window"]
+DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "encrypted", "title", "author",
+                           "creator", "producer", "creation_date")
+
+
+def prompt_version() -> str:
+    from pipeline.prompts import PROMPT_VERSION
+
+    return PROMPT_VERSION
+
+
+def schema_version() -> str:
+    from schemas import SCHEMA_VERSION
+
+    return SCHEMA_VERSION
+
+
+@dataclass
+class WorkUnit:
+    """One model request before tokenisation. `text` is the variable part of the prompt."""
+
+    row_id: str
+    kind: Kind
+    source_files: list[str]
+    text: str = ""  # document text (documents) ; unused for windows
+    facts: dict[str, Any] = field(default_factory=dict)  # window facts (windows)
+    context: dict[str, Any] = field(default_factory=dict)  # provenance copied to the output row
+    n_rows: int = 1  # input rows this unit accounts for (transactions in a window)
+
+    @property
+    def source_file(self) -> str:
+        return "; ".join(self.source_files)
+
+    def render(self, text: str | None = None) -> str:
+        """The full prompt; `text` overrides the document text (truncation)."""
+        from pipeline import prompts
+
+        if self.kind == "document":
+            return prompts.render_document_prompt(self.text if text is None else text)
+        return prompts.render_window_prompt(self.facts)
+
+
+def document_row_id(doc_id: str, model_id: str) -> str:
+    return stable_id("document", doc_id, prompt_version(), schema_version(), model_id)
+
+
+def document_units(documents: pa.Table, model_id: str) -> list[WorkUnit]:
+    """One unit per ingested PDF document (documents are already unique by content hash)."""
+    units = []
+    for row in documents.to_pylist():
+        units.append(WorkUnit(
+            row_id=document_row_id(row["doc_id"], model_id), kind="document", source_files=[row["source_file"]],
+            text=row["text"], context={k: row.get(k) for k in DOCUMENT_CONTEXT_FIELDS}))
+    return units
+
+
+def _membership(transactions: pa.Table, file_sha: dict[str, str]) -> pl.DataFrame:
+    """Per (account, calendar month): source files, row count and a fingerprint of its transactions."""
+    df = pl.from_arrow(transactions).select("account", "timestamp", "source_file", "source_row")
+    ids = [transaction_row_id(file_sha[f], r) for f, r in zip(df["source_file"].to_list(), df["source_row"].to_list())]
+    df = df.with_columns(
+        pl.Series("tx_id", ids, dtype=pl.String),
+        pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start"),
+    )
+    return (
+        df.group_by("account", "period_start")
+        .agg(pl.col("source_file").unique().sort().alias("source_files"), pl.len().alias("n_rows"),
+             pl.col("tx_id").sort().str.join(",").alias("tx_ids"))
+        .sort("account", "period_start")
+    )
+
+
+def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str) -> list[WorkUnit]:
+    """One unit per (account, month) window with the polars-computed facts the prompt states."""
+    if transactions.num_rows == 0:
+        return []
+    from pipeline.windows import window_facts
+
+    members = {(r["account"], r["period_start"]): r for r in _membership(transactions, file_sha).iter_rows(named=True)}
+    units = []
+    for facts in window_facts(transactions):
+        key = (facts["account"], str(facts["period_start"]))
+        m = members.get(key)
+        if m is None:
+            raise RuntimeError(f"window_facts returned a window with no transactions: {key}")
+        fingerprint = stable_id("txset", m["tx_ids"])
+        row_id = stable_id("window", key[0], key[1], fingerprint, prompt_version(), schema_version(), model_id)
+        units.append(WorkUnit(row_id=row_id, kind="window", source_files=list(m["source_files"]), facts=dict(facts),
+                              context={"tx_fingerprint": fingerprint}, n_rows=int(m["n_rows"])))
+    return units

@@ -1,0 +1,23 @@
+"""Pydantic output schemas and the Arrow schemas derived from them (one source of truth)."""
+
+from schemas.account import AccountWindowSummary, Flag, RiskLevel, WindowClassification
+from schemas.arrow import arrow_schema_for
+from schemas.document import DocType, DocumentExtraction
+from schemas.json_schema import constrained_json_schema, to_compact_json
+from schemas.transactions import TRANSACTION_ARROW_SCHEMA
+
+SCHEMA_VERSION = "1.0.0"
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AccountWindowSummary",
+    "DocType",
+    "DocumentExtraction",
+    "Flag",
+    "RiskLevel",
+    "TRANSACTION_ARROW_SCHEMA",
+    "WindowClassification",
+    "arrow_schema_for",
+    "constrained_json_schema",
+    "to_compact_json",
+]

@@ -1,0 +1,62 @@
+"""Document extraction: one model for every supported financial document type.
+
+Every value is copied from the document text (dates rewritten to ISO, amounts to plain
+decimal strings) so that exact-match accuracy is meaningful and no arithmetic is needed.
+"""
+
+from enum import Enum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ISO_DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+AMOUNT_PATTERN = r"^-?[0-9]{1,15}\.[0-9]{2}$"
+CURRENCY_PATTERN = r"^[A-Z]{3}$"
+ACCOUNT_PATTERN = r"^[A-Z0-9-]{4,34}$"
+
+
+class DocType(str, Enum):
+    """The five document families the extractor is trained on."""
+
+    INVOICE = "invoice"
+    BANK_STATEMENT = "bank_statement"
+    KYC_NOTICE = "kyc_notice"
+    TRADE_CONFIRMATION = "trade_confirmation"
+    RESEARCH_NOTE = "research_note"
+
+
+ShortText = Annotated[str, Field(min_length=1, max_length=80)]
+
+
+class DocumentExtraction(BaseModel):
+    """Fields extracted from one document; null where the document type has no such field.
+
+    Field order is the order of keys in the model's JSON output (and in training targets).
+    """
+
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+    doc_type: DocType = Field(description="document family")
+    issuer: ShortText = Field(description="organisation that issued the document")
+    counterparty: ShortText | None = Field(
+        description="customer, account holder, client or covered company"
+    )
+    reference: Annotated[str, Field(min_length=1, max_length=40)] | None = Field(
+        description="document number, statement/case/trade/report reference"
+    )
+    date: Annotated[str, Field(pattern=ISO_DATE_PATTERN)] = Field(
+        description="document date, YYYY-MM-DD"
+    )
+    currency: Annotated[str, Field(pattern=CURRENCY_PATTERN)] | None = Field(
+        description="ISO 4217 code of the amount"
+    )
+    amount: Annotated[str, Field(pattern=AMOUNT_PATTERN)] | None = Field(
+        description="headline amount as a plain decimal: invoice total, closing balance,"
+        " net settlement, amount under review or price target"
+    )
+    account: Annotated[str, Field(pattern=ACCOUNT_PATTERN)] | None = Field(
+        description="IBAN (no spaces) or account number the document refers to"
+    )
+
+
+DOCUMENT_FIELDS: tuple[str, ...] = tuple(DocumentExtraction.model_fields)

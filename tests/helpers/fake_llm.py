@@ -1,0 +1,70 @@
+"""A stand-in for `engine.LLM` with the same public surface, for fast pipeline tests.
+
+It answers each request with a fixed schema-valid JSON for the request's schema (document vs.
+account window), or with deliberately bad output for prompts containing a marker, so tests can
+exercise validation failures without a model."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+GOOD_DOCUMENT = {"doc_type": "invoice", "issuer": "Example Supplies GmbH", "counterparty": "Test Customer AG",
+                 "reference": "INV-1", "date": "2024-03-01", "currency": "EUR", "amount": "100.50",
+                 "account": "DE02120300000000202051"}
+GOOD_WINDOW = {"classification": "net_outflow", "risk_level": "low", "flags": [], "narrative": "quiet month"}
+BAD_MARKER = "FAIL-VALIDATION"
+
+
+class ByteTokenizer:
+    """One token per UTF-8 byte (plus a BOS of 0): exact, deterministic counts."""
+
+    def encode(self, text: str) -> list[int]:
+        return [0] + [b + 2 for b in text.encode("utf-8")]
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(i - 2 for i in ids if i >= 2).decode("utf-8", "replace")
+
+
+@dataclass
+class _Metrics:
+    num_cached_tokens: int = 0
+
+
+@dataclass
+class _Out:
+    index: int
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finish_reason: str
+    error: str | None = None
+    metrics: _Metrics = field(default_factory=_Metrics)
+
+
+class FakeLLM:
+    def __init__(self, max_model_len: int = 4096) -> None:
+        self.tokenizer = ByteTokenizer()
+        self.max_model_len = max_model_len
+        self.eos_token_ids = [1]
+        self.calls: list[int] = []
+
+    def config_summary(self) -> dict[str, Any]:
+        return {"fake": True, "max_model_len": self.max_model_len}
+
+    def stats(self) -> dict[str, Any]:
+        return {"steps": len(self.calls)}
+
+    def generate_stream(self, prompts: list[list[int]], params: Any, progress: bool = True):
+        self.calls.append(len(prompts))
+        plist = params if isinstance(params, list) else [params] * len(prompts)
+        for i, (ids, p) in enumerate(zip(prompts, plist)):
+            prompt = self.tokenizer.decode(ids)
+            is_doc = "doc_type" in (p.json_schema or {}).get("properties", {})
+            answer = dict(GOOD_DOCUMENT if is_doc else GOOD_WINDOW)
+            if BAD_MARKER in prompt:
+                answer = {**answer, "date": "03/01/2024"} if is_doc else {**answer, "flags": ["structuring", "large_cash"]}
+            text = json.dumps(answer, separators=(",", ":"))
+            yield _Out(index=i, prompt_token_ids=ids, token_ids=list(range(len(text) // 4)), text=text,
+                       finish_reason="stop")

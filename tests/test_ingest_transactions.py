@@ -1,0 +1,162 @@
+"""Transaction-log ingestion: dialect sniffing, values, encodings, row-level errors, real exports."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.ingest.transactions import TransactionFile, read_transactions, rows_to_table
+from pipeline.ingest.values import choose_date_format, detect_decimal_comma, parse_amount
+from schemas import TRANSACTION_ARROW_SCHEMA
+
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "transactions"
+
+
+def _read(data: bytes | str, name: str = "log.csv", encoding: str = "utf-8", **kw: object) -> TransactionFile:
+    raw = data.encode(encoding) if isinstance(data, str) else data
+    return read_transactions(raw, name, hashlib.sha256(raw).hexdigest(), **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("raw", "comma", "expected"),
+    [("-1.234,56", True, "-1234.56"), ("1,234.56", False, "1234.56"), ("-17 351,00", True, "-17351.00"),
+     ("(12.50)", False, "-12.50"), ("12.50-", False, "-12.50"), ("-$3,320.05", False, "-3320.05"),
+     ("EUR 7,5", True, "7.50"), ("1'000.25", False, "1000.25")],
+)
+def test_parse_amount(raw: str, comma: bool, expected: str) -> None:
+    value, _ = parse_amount(raw, comma)
+    assert value == Decimal(expected)
+
+
+def test_parse_amount_rejects_text() -> None:
+    with pytest.raises(ValueError):
+        parse_amount("twelve", False)
+
+
+def test_decimal_comma_detection_is_per_column() -> None:
+    assert detect_decimal_comma(["-3,40", "219,95"])
+    assert not detect_decimal_comma(["-59.99", "1,234.00"])
+    assert detect_decimal_comma(["1.234,00", "12,00"])
+    assert detect_decimal_comma(["1.234", "2.000"], default=True)  # ambiguous: the hint decides
+
+
+@pytest.mark.parametrize(
+    ("values", "fmt"),
+    [(["2024-01-31", "2024-02-01"], "%Y-%m-%d"), (["31.01.2024"], "%d.%m.%Y"), (["22.02.18"], "%d.%m.%y"),
+     (["20190311"], "%Y%m%d"), (["13/01/2024", "02/03/2024"], "%d/%m/%Y"), (["01/13/2024", "02/03/2024"], "%m/%d/%Y"),
+     (["2019-07-06 00:00:00"], "%Y-%m-%d %H:%M:%S")],
+)
+def test_date_format_chosen_for_the_column(values: list[str], fmt: str) -> None:
+    assert choose_date_format(values) == fmt
+
+
+def test_ambiguous_slash_dates_are_day_first_unless_usd() -> None:
+    assert choose_date_format(["01/02/2024", "03/04/2024"]) == "%d/%m/%Y"
+    assert choose_date_format(["01/02/2024", "03/04/2024"], prefer_month_first=True) == "%m/%d/%Y"
+
+
+def test_german_semicolon_cp1252_with_bad_rows_keeps_line_numbers() -> None:
+    text = ("Kontoauszug Girokonto\nIBAN: DE02 1203 0000 0000 2020 51\n\n"
+            "Buchungstag;Valuta;Empfänger;Verwendungszweck;Betrag;Währung\n"
+            "01.02.24;01.02.24;Bäckerei Müller;Brötchen;-3,50;EUR\n"
+            "15.02.24;15.02.24;Arbeitgeber;Gehalt;2.500,00;EUR\n"
+            "xx.02.24;;Kaputt;;abc;EUR\n")
+    tf = _read(text, "de.csv", "cp1252")
+    assert len(tf.rows) == 2 and len(tf.errors) == 1
+    first = tf.rows[0]
+    assert first["account"] == "DE02120300000000202051"  # from the preamble
+    assert first["timestamp"] == datetime(2024, 2, 1, tzinfo=timezone.utc)
+    assert first["amount"] == Decimal("-3.5000") and first["currency"] == "EUR"
+    assert first["counterparty"] == "Bäckerei Müller" and first["source_row"] == 5
+    assert tf.rows[1]["amount"] == Decimal("2500.0000")
+    assert tf.errors[0].source_row == 7 and tf.errors[0].source_file == "de.csv"
+    assert tf.details["encoding"] == "cp1252" and tf.details["delimiter"] == ";"
+
+
+def test_utf8_bom_tab_delimited_with_debit_credit_columns() -> None:
+    text = "\ufeffDate\tDescription\tDebit\tCredit\tCurrency\n2024-01-05\tRent\t1,200.00\t\tUSD\n2024-01-06\tPay\t\t3,000.00\tUSD\n"
+    tf = _read(text, "us.tsv")
+    assert [r["amount"] for r in tf.rows] == [Decimal("-1200.0000"), Decimal("3000.0000")]
+    assert tf.rows[0]["description"] == "Rent"
+
+
+def test_cyrillic_cp1251_header_is_decoded_and_matched() -> None:
+    text = "Дата операции;Сумма операции;Валюта операции;Описание\n2019-07-06;-4,50;RUR;Кофе\n"
+    tf = _read(text, "ru.csv", "cp1251")
+    assert tf.details["encoding"] == "cp1251"
+    assert tf.rows[0]["currency"] == "RUB" and tf.rows[0]["description"] == "Кофе"
+
+
+def test_pipe_delimited_headerless_infers_roles() -> None:
+    text = "H|ACCT|EUR\n|Card payment A|20240301|SHOP ONE|-19.99|\n|Card payment B|20240302|SHOP TWO|-5.00|\n|Salary|20240303|ACME|1500.00|\n"
+    tf = _read(text, "acct.dat")
+    assert len(tf.rows) == 3 and not tf.errors
+    assert tf.rows[0]["amount"] == Decimal("-19.9900") and tf.rows[0]["currency"] == "EUR"
+    assert tf.rows[2]["counterparty"] == "ACME" and tf.rows[0]["account"] == "acct"
+
+
+def test_jsonl_bad_line_is_an_error_with_its_line() -> None:
+    text = ('{"date":"2024-02-03","amount":-12.5,"currency":"usd","payee":"Coffee"}\n{oops\n\n'
+            '{"booking_date":"2024-02-04","amount":"100.00","currency":"USD"}\n')
+    tf = _read(text, "card.jsonl")
+    assert [r["source_row"] for r in tf.rows] == [1, 4]
+    assert tf.errors[0].source_row == 2 and tf.errors[0].error_class == "BadJSON"
+    assert tf.rows[0]["amount"] == Decimal("-12.5000") and tf.rows[0]["currency"] == "USD"
+
+
+def test_parquet_with_typed_columns() -> None:
+    table = pa.table({"Buchungsdatum": pa.array([datetime(2024, 1, 2)], pa.timestamp("us")),
+                      "Betrag": pa.array([Decimal("-7.25")], pa.decimal128(10, 2)),
+                      "Waehrung": ["EUR"], "Konto": ["X"]})
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    tf = _read(buf.getvalue(), "t.parquet")
+    assert tf.rows[0]["amount"] == Decimal("-7.2500") and tf.rows[0]["source_row"] == 1
+
+
+def test_missing_currency_is_a_row_error_unless_defaulted() -> None:
+    text = "Date,Amount,Description\n2024-01-01,5.00,x\n"
+    assert _read(text).errors[0].message.startswith("no currency")
+    assert _read(text, default_currency="EUR").rows[0]["currency"] == "EUR"
+
+
+@pytest.mark.parametrize("text", ["just some prose\nwithout any table\n", "a,b,c\n1,2,3\n", ""])
+def test_unrecognised_file_is_one_file_error(text: str) -> None:
+    tf = _read(text, "x.csv")
+    assert not tf.rows and len(tf.errors) == 1 and tf.errors[0].unit == "file"
+
+
+def test_rows_match_the_canonical_arrow_schema() -> None:
+    tf = _read("Date,Amount,Currency\n2024-01-01,5.00,EUR\n")
+    assert rows_to_table(tf.rows).schema.equals(TRANSACTION_ARROW_SCHEMA)
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="shared/realdata/transactions is absent on this machine")
+def test_realdata_bank_exports() -> None:
+    def read(name: str) -> TransactionFile:
+        data = (REALDATA / name).read_bytes()
+        return read_transactions(data, name, hashlib.sha256(data).hexdigest())
+
+    n26 = read("b2y_DE-N26__20171001-20171106.csv")
+    assert n26.rows[0]["amount"] == Decimal("-59.9900") and n26.rows[0]["currency"] == "EUR"
+    spk = read("b2y_DE-Sparkasse__20180226-1000594757-umsatz.CSV")
+    assert spk.rows[0]["timestamp"].date().isoformat() == "2018-02-22" and spk.rows[0]["amount"] == Decimal("-36.9900")
+    kbc = read("b2y_BE-KBC__export_BE11123456789012_20180304_1422.csv")
+    assert kbc.rows[0]["amount"] == Decimal("-3.4000") and kbc.rows[0]["account"] == "BE11123456789012"
+    cz = read("b2y_CZ-Raiffeisen__Movements_1234512345_201805271848.csv")
+    assert cz.details["encoding"] == "cp1250" and cz.rows[0]["currency"] == "CZK"
+    at = read("b2y_AT-Raiffeisen__kta_ei.dat")  # header-less; the memo's "POS 6,49" is not the amount
+    assert at.rows[0]["amount"] == Decimal("-89.3000") and len(at.rows) == 11
+    vtb = read("ofxstmt-ru_vtb.csv")
+    assert len(vtb.rows) == 4 and vtb.rows[0]["source_row"] == 13
+    schwab = read("reds_Schwab__brokerage_XX876_Transactions_20220731.csv")
+    assert schwab.rows[0]["currency"] == "USD" and len(schwab.errors) == 1  # the "Transactions Total" line
+    revolut = read("ofxstmt-revolut_2022-january.csv")
+    assert len(revolut.rows) == 9 and not revolut.errors  # pending rows fall back to the start date
