@@ -100,10 +100,13 @@ class BlockManager:
             seq.block_cids.append(block.cid)  # type: ignore[arg-type]
             parent = block.cid  # type: ignore[assignment]
             hits += 1
-        self.stats.prefix_queries += seq.num_tokens
-        self.stats.prefix_hits += hits * self.block_size
         self._touch_peak()
         return hits * self.block_size
+
+    def record_admission(self, num_tokens: int, num_cached: int) -> None:
+        """Count a lookup once, when the sequence is actually admitted (deferred attempts do not count)."""
+        self.stats.prefix_queries += num_tokens
+        self.stats.prefix_hits += num_cached
 
     def first_uncached_hash(self, seq: Sequence, num_cached: int) -> int | None:
         """Chain hash of the first full block after the cached ones, if the prompt has one."""

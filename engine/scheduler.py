@@ -99,6 +99,7 @@ class Scheduler:
                 self._release(seq)
                 break
             self.waiting.popleft()
+            self.bm.record_admission(seq.num_tokens, cached)
             seq.status = Status.RUNNING
             if seq.metrics.num_preemptions == 0:
                 seq.metrics.num_cached_tokens = cached

@@ -64,6 +64,7 @@ def test_shared_prefix_parity_with_eviction(checkpoints):
         stats = llm.stats()
         if caching:
             assert stats["prefix_cache_hits"] > 0
+            assert stats["prefix_cache_evictions"] > 0  # the tiny cache really evicted cached blocks
             assert sum(o.metrics.num_cached_tokens for o in outs) > 0
         else:
             assert stats["prefix_cache_hits"] == 0
