@@ -3,9 +3,13 @@
 Public API: `LLM`, `SamplingParams`, `RequestOutput`. The engine knows nothing about documents or orchestration.
 """
 
-from engine.errors import EngineError, ModelLoadError
-from engine.llm import LLM
-from engine.outputs import RequestMetrics, RequestOutput
-from engine.sampling_params import SamplingParams
+from engine.threads import configure_cpu_threads
+
+configure_cpu_threads()
+
+from engine.errors import EngineError, ModelLoadError  # noqa: E402
+from engine.llm import LLM  # noqa: E402
+from engine.outputs import RequestMetrics, RequestOutput  # noqa: E402
+from engine.sampling_params import SamplingParams  # noqa: E402
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineError", "ModelLoadError"]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 
-import pytest
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see engine/threads.py; must precede the torch import
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from tests.helpers.checkpoints import make_checkpoint
 
