@@ -33,13 +33,15 @@ class BlockStats:
 
 
 class BlockManager:
+    """Manages blocks 1..num_blocks of the pool; block 0 is the zeroed null block that padding points at."""
+
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True) -> None:
         if num_blocks < 1:
             raise ValueError("the KV cache must hold at least one block")
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self.blocks = [_Block(i) for i in range(num_blocks)]
-        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))  # LRU: oldest first
+        self.blocks = [_Block(i) for i in range(num_blocks + 1)]
+        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks + 1))  # LRU: oldest first
         self.cached: dict[tuple[int, tuple[int, ...]], int] = {}
         self._next_cid = 0
         self.stats = BlockStats(total=num_blocks)
@@ -48,7 +50,7 @@ class BlockManager:
     # ---- capacity -------------------------------------------------------------------------------------------
     @property
     def num_blocks(self) -> int:
-        return len(self.blocks)
+        return len(self.blocks) - 1
 
     @property
     def num_free(self) -> int:
@@ -56,7 +58,7 @@ class BlockManager:
 
     @property
     def num_used(self) -> int:
-        return len(self.blocks) - len(self.free)
+        return self.num_blocks - len(self.free)
 
     def blocks_needed(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)

@@ -130,11 +130,16 @@ class LLM:
         num_blocks = budget // block_bytes
         if num_blocks < 1:
             raise ValueError(f"kv_cache_memory={budget} bytes is smaller than one KV block ({block_bytes} bytes)")
-        shape = (cfg.num_kv_heads, num_blocks * self.config.block_size, cfg.head_dim)
-        self.kv_caches = [
-            (torch.zeros(shape, dtype=self.dtype, device=self.device), torch.zeros(shape, dtype=self.dtype, device=self.device))
-            for _ in range(cfg.num_layers)
-        ]
+        # One extra block (id 0) is the null block padded key positions point at: zeroed, so masked reads of it are
+        # harmless, while the rest stays uninitialised (untouched pages cost no RAM until a sequence writes them).
+        shape = (cfg.num_kv_heads, (num_blocks + 1) * self.config.block_size, cfg.head_dim)
+        self.kv_caches = []
+        for _ in range(cfg.num_layers):
+            k = torch.empty(shape, dtype=self.dtype, device=self.device)
+            v = torch.empty(shape, dtype=self.dtype, device=self.device)
+            k[:, : self.config.block_size].zero_()
+            v[:, : self.config.block_size].zero_()
+            self.kv_caches.append((k, v))
         self.kv_cache_bytes = num_blocks * block_bytes
         cos, sin = rotary_tables(cfg, self.max_model_len + 1, self.dtype, self.device)
         self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)

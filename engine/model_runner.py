@@ -123,7 +123,6 @@ class ModelRunner:
         padded_tables = [t[:nblk] + [0] * (nblk - len(t[:nblk])) for t in tables]
         table = torch.tensor(padded_tables, dtype=torch.long)
         kv_slots = (table[:, :, None] * bs + torch.arange(bs)[None, None, :]).view(len(lens), nblk * bs)[:, :longest]
-        kv_slots = kv_slots.contiguous()
         mask = None
         lens_t = torch.tensor(lens, dtype=torch.long)
         key_pos = torch.arange(longest)[None, :]
@@ -132,6 +131,8 @@ class ModelRunner:
             mask = valid
         elif min(lens) != longest:
             mask = key_pos < lens_t[:, None]
+        # Masked positions read the zeroed null block (slot 0), never stale or uninitialised cache memory.
+        kv_slots = kv_slots.masked_fill(~mask, 0) if mask is not None else kv_slots.contiguous()
         return DecodeGroup(
             start=start,
             end=end,
