@@ -1,4 +1,4 @@
-"""`pipeline` command line: run, inspect, and (when their modules are present) eval, bench, quantize.
+"""`pipeline` command line: run, inspect, and (when their modules are present) eval, bench, backfill, quantize.
 
 Subcommands owned elsewhere are registered defensively: if their module is missing or broken the
 rest of the CLI still works, and invoking that subcommand prints why it is unavailable.
@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspect(sub)
     _register_external(sub, "eval", "pipeline.evaluate", "measure extraction quality on the held-out gold set")
     _register_external(sub, "bench", "pipeline.bench.cli", "benchmark the engine on the standard workload")
+    _register_external(sub, "backfill", "flows.cli", "re-run the daily Prefect flow over a date range")
     _add_quantize(sub)
     return parser
 

@@ -13,8 +13,13 @@
         Cached: a process loads a given model/config once.
     model_identity(model_dir, quantization=None) -> str
         Name plus a hash of config, tokenizer and weights (part of every row_id).
-    run_pipeline(config: RunConfig) -> RunSummary
+    write_run(staging, manifest) -> dict
+        Commit the staged run and publish it into its run_date partition (idempotent, retry-safe).
+    run_pipeline(config: RunConfig, llm=None, stages=Stages()) -> RunSummary
         Composes the stages with staging, resume, already-done skipping and atomic publish.
+        `stages` says how each stage is executed: directly (default) or as an orchestrator's
+        tasks (flows/ passes Prefect tasks wrapping these same functions), so the composition
+        exists exactly once.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import datetime as dt
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -38,12 +43,12 @@ from pipeline.errors import ErrorRecord, Stage, Unit, errors_from_table
 from pipeline.ids import stable_id
 from pipeline.ingest import IngestResult, ingest
 from pipeline.manifest import Reconciliation, RunManifest
-from pipeline.sink import Staging, drop_stale, output_lock, publish_committed, published_ids, roll_forward
+from pipeline.sink import COMMIT, Staging, drop_stale, output_lock, publish_committed, published_ids, roll_forward
 from pipeline.validate import decoding_schema, validate_completion
 from pipeline.work import WorkUnit, document_units, prompt_version, schema_version, window_units
 
-__all__ = ["BucketResult", "RunSummary", "infer", "ingest", "load_llm", "model_identity", "plan_units",
-           "prepare_requests", "run_pipeline"]
+__all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm", "model_identity", "plan_units",
+           "prepare_requests", "run_pipeline", "write_run"]
 
 _MODEL_FILES = ("config.json", "tokenizer.json", "generation_config.json", "tokenizer_config.json")
 
@@ -175,6 +180,26 @@ def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, 
 
 # ------------------------------------------------------------------ composition
 
+def write_run(staging: Staging, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Commit the staged parts (unless already committed) and publish them. Safe to retry: a
+    committed plan is never rewritten, and publishing rolls forward idempotently."""
+    if not (staging.root / COMMIT).exists():
+        staging.commit(manifest)
+    return publish_committed(staging.root, staging.output_dir)
+
+
+@dataclass(frozen=True)
+class Stages:
+    """How `run_pipeline` executes each stage. The defaults call this module's functions;
+    an orchestrator substitutes wrappers with the same signatures (e.g. Prefect tasks)."""
+
+    ingest: Callable[..., IngestResult] = ingest
+    load_llm: Callable[..., Any] = load_llm
+    prepare: Callable[..., PreparedRequests] = prepare_requests
+    infer: Callable[..., Iterator[BucketResult]] = infer
+    write: Callable[[Staging, dict[str, Any]], dict[str, Any]] = write_run
+
+
 @dataclass
 class RunSummary:
     """What `run_pipeline` returns: the manifest plus where things went."""
@@ -221,7 +246,7 @@ def _run_key(cfg: RunConfig, model_id: str, result: IngestResult, todo: list[str
                      max_model_len, cfg.force, cfg.limit, files, sorted(todo), length=16)
 
 
-def run_pipeline(cfg: RunConfig, llm: Any = None) -> RunSummary:
+def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> RunSummary:
     """ingest -> plan -> skip done -> prepare -> infer (staged per bucket) -> commit -> publish.
 
     `llm` may be passed in (an already-loaded engine, or a test double with the same API);
@@ -234,8 +259,8 @@ def run_pipeline(cfg: RunConfig, llm: Any = None) -> RunSummary:
     run_fields = {"model_id": model_id, "prompt_version": prompt_version(), "schema_version": schema_version()}
     with output_lock(output_dir):
         recovered = roll_forward(output_dir)
-        result = ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
-                        exclude=(output_dir,), progress=cfg.progress)
+        result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
+                               exclude=(output_dir,), progress=cfg.progress)
         timings["ingest"] = time.perf_counter() - t
         t = time.perf_counter()
         units, plan_errors = plan_units(result, model_id)
@@ -252,7 +277,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None) -> RunSummary:
             llm = None
         elif llm is None:
             t = time.perf_counter()
-            llm = load_llm(cfg.model_dir, **cfg.engine_kwargs())
+            llm = stages.load_llm(cfg.model_dir, **cfg.engine_kwargs())
             timings["load_model"] = time.perf_counter() - t
         if llm is not None:
             max_model_len = llm.max_model_len
@@ -266,9 +291,9 @@ def run_pipeline(cfg: RunConfig, llm: Any = None) -> RunSummary:
         t = time.perf_counter()
         prepared = PreparedRequests()
         if llm is not None:
-            prepared = prepare_requests(todo, llm.tokenizer, max_model_len,
-                                        {"document": cfg.max_tokens_document, "window": cfg.max_tokens_window},
-                                        cfg.bucket_size, cfg.bucket_tokens)
+            prepared = stages.prepare(todo, llm.tokenizer, max_model_len,
+                                      {"document": cfg.max_tokens_document, "window": cfg.max_tokens_window},
+                                      cfg.bucket_size, cfg.bucket_tokens)
         if not staging.is_done("prepare"):
             staging.write_part("prepare", {"errors": error_rows(prepared.errors, run_fields)})
         timings["prepare"] = time.perf_counter() - t
@@ -279,7 +304,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None) -> RunSummary:
         tokens = Counter()
         bar = _Progress(sum(len(b.items) for b in pending), cfg.progress)
         try:
-            for res in infer(llm, pending, run_fields=run_fields, progress=bar):
+            for res in stages.infer(llm, pending, run_fields=run_fields, progress=bar):
                 staging.write_part(res.bucket_id, {KIND_DATASET[res.kind]: _rows_table(res), "errors": error_rows(res.errors, run_fields)})
                 tokens.update(prompt=res.prompt_tokens, output=res.output_tokens, cached=res.cached_tokens)
         finally:
@@ -289,8 +314,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None) -> RunSummary:
         t = time.perf_counter()
         manifest = _manifest(cfg, started, run_key, model_id, result, units, skipped, tx_table, tx_new, staging,
                              llm, tokens, timings, recovered, resumed)
-        staging.commit(manifest)
-        published = publish_committed(staging.root, output_dir)
+        published = stages.write(staging, manifest)
     return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
 
 

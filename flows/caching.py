@@ -1,0 +1,71 @@
+"""Cache keys for the Prefect tasks: built from paths and content hashes, never from large objects.
+
+Prefect's default cache policy hashes a task's inputs; for Arrow tables, prepared buckets or a
+loaded engine that is slow or impossible, so every task here either has an explicit key function
+from this module or `NO_CACHE`.
+
+    ingest key = input dir + each input file's relative path and SHA-256 + ingest options
+                 + a fingerprint of the pipeline/schema sources (a code change invalidates it)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pipeline.ids import stable_id
+
+_CHUNK = 1 << 22
+
+
+def file_sha256(path: Path) -> str:
+    """Streamed SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _package_dirs() -> Iterable[Path]:
+    import pipeline
+    import schemas
+
+    for mod in (pipeline, schemas):
+        yield Path(mod.__file__).resolve().parent
+
+
+def code_fingerprint() -> str:
+    """Hash of every pipeline/ and schemas/ source file (path and bytes)."""
+    h = hashlib.sha256()
+    for root in _package_dirs():
+        for src in sorted(root.rglob("*.py")):
+            h.update(src.relative_to(root.parent).as_posix().encode())
+            h.update(src.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def input_fingerprint(input_dir: Path, exclude: tuple[Path, ...] = (),
+                      limit: int | None = None) -> list[tuple[str, str]]:
+    """(relative path, SHA-256) of exactly the files ingest will read, in its order."""
+    from pipeline.ingest import discover_files
+
+    root = input_dir.resolve()
+    paths = discover_files(root, exclude)
+    if limit is not None:
+        paths = paths[:limit]
+    return [(p.relative_to(root).as_posix(), file_sha256(p)) for p in paths]
+
+
+def ingest_cache_key(_ctx: Any, params: dict[str, Any]) -> str | None:
+    """Prefect `cache_key_fn` for the ingest task (None, i.e. no caching, if the folder is missing)."""
+    input_dir = Path(params["input_dir"])
+    if not input_dir.is_dir():
+        return None
+    exclude = tuple(Path(p) for p in params.get("exclude") or ())
+    limit = params.get("limit")
+    files = input_fingerprint(input_dir, exclude, limit)
+    return "ingest-" + stable_id(str(input_dir), str(input_dir.resolve()), limit, params.get("default_currency"),
+                                 code_fingerprint(), files)
