@@ -10,6 +10,7 @@ configure_cpu_threads()
 from engine.errors import EngineError, ModelLoadError  # noqa: E402
 from engine.llm import LLM  # noqa: E402
 from engine.outputs import RequestMetrics, RequestOutput  # noqa: E402
+from engine.quantization import quantize_checkpoint  # noqa: E402
 from engine.sampling_params import SamplingParams  # noqa: E402
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineError", "ModelLoadError"]
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint"]

@@ -90,6 +90,10 @@ class LLM:
         enable_prefix_caching: bool = True,
         quantization: str | None = None,
     ) -> None:
+        if quantization is None and Path(model_dir).is_dir():  # pre-quantized checkpoints say so in config.json
+            from engine.quantization import checkpoint_quantization  # noqa: PLC0415
+
+            quantization = checkpoint_quantization(model_dir)
         self.config = EngineConfig(
             model_dir=Path(model_dir),
             dtype=dtype,  # type: ignore[arg-type]

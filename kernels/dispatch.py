@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from kernels.reference import activation, attention, kv_cache, norm, rotary
+from kernels.reference import activation, attention, int8_gemm, kv_cache, norm, rotary
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class Kernels:
     store_kv: Callable[..., None]
     paged_attention: Callable[..., torch.Tensor]
     backend: str
+    # (x, int8 weight [N, K], float32 scale [N], bias | None) -> x.dtype [.., N]
+    int8_linear: Callable[..., torch.Tensor] = int8_gemm.w8a8_linear
 
 
 def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
@@ -36,4 +38,18 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
         store_kv=kv_cache.store_kv,
         paged_attention=attention.paged_attention,
         backend="torch-reference",
+        int8_linear=_int8_linear(torch.device(device), prefer),
     )
+
+
+def _int8_linear(device: torch.device, prefer: str) -> Callable[..., torch.Tensor]:
+    """CUDA + triton: weight-only Triton GEMM (int8 weights dequantized in registers; decode reads half the
+    bytes). Otherwise per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs."""
+    if prefer == "auto" and device.type == "cuda":
+        from kernels import triton as triton_kernels  # noqa: PLC0415 - triton is optional
+
+        if triton_kernels.available():
+            from kernels.triton.int8_gemm import weight_only_linear  # noqa: PLC0415
+
+            return weight_only_linear
+    return int8_gemm.w8a8_linear

@@ -64,7 +64,9 @@ class _Weights:
         w = self.t.pop(name)
         if tuple(w.shape) != shape:
             raise ModelLoadError(f"{self.dir}: weight {name!r} has shape {tuple(w.shape)}, expected {shape}")
-        return w.to(device=self.device, dtype=self.dtype)
+        # int8 (pre-quantized checkpoints, engine.quantization) and their float32 scales keep their dtype.
+        keep = w.dtype == torch.int8 or name.endswith("_scale")
+        return w.to(device=self.device, dtype=w.dtype if keep else self.dtype)
 
     def leftovers(self) -> list[str]:
         return [n for n in self.t if not n.endswith(_IGNORED_SUFFIXES)]
@@ -113,6 +115,15 @@ def load_weights(
                     w.take(p + "self_attn.v_proj.bias", (kv_out,)),
                 ]
             )
+        if p + "self_attn.q_proj.weight_scale" in w.t:  # pre-quantized int8 checkpoint: per-channel scales
+            scales = {
+                "qkv": [("self_attn.q_proj", q_out), ("self_attn.k_proj", kv_out), ("self_attn.v_proj", kv_out)],
+                "o": [("self_attn.o_proj", h)],
+                "gate_up": [("mlp.gate_proj", i), ("mlp.up_proj", i)],
+                "down": [("mlp.down_proj", h)],
+            }
+            for key, parts in scales.items():
+                lw[key + "_scale"] = torch.cat([w.take(f"{p}{mod}.weight_scale", (n,)) for mod, n in parts])
         layers.append(lw)
     extra = w.leftovers()
     if extra:
@@ -123,4 +134,9 @@ def load_weights(
 
 def load_model(cfg: ModelConfig, model_dir: Path, dtype: torch.dtype, device: torch.device, kernels: Kernels) -> LlamaModel:
     glob, layers = load_weights(cfg, model_dir, dtype, device)
-    return LlamaModel(cfg, kernels, glob, layers).eval()
+    model = LlamaModel(cfg, kernels, glob, layers).eval()
+    if layers and "qkv_scale" in layers[0]:  # pre-quantized: wrap the stored int8 weights, no re-quantization
+        from engine.quantization import attach_int8_weights  # noqa: PLC0415 - avoids an import cycle
+
+        attach_int8_weights(model, layers)
+    return model

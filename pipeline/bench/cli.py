@@ -1,0 +1,128 @@
+"""`pipeline bench`: argument parsing only; the work is in runner.py and report.py."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from pipeline.bench.config import (
+    QUICK_MODEL, QUICK_WORKLOAD, BenchConfig, EngineOptions, HFOptions, WorkloadSpec, expand_systems,
+)
+from pipeline.bench.shapes import SHAPES
+
+_WORKLOAD_FLAGS = {  # CLI dest -> WorkloadSpec field
+    "num_requests": "num_requests", "seed": "seed", "prefix_len": "prefix_len", "body_median": "body_median",
+    "body_sigma": "body_sigma", "body_min": "body_min", "body_max": "body_max", "output_min": "output_min",
+    "output_max": "output_max",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true",
+                   help=f"CI smoke preset: shape {QUICK_MODEL}, {QUICK_WORKLOAD.num_requests} short requests")
+    p.add_argument("--model", default=None,
+                   help=f"shape with random weights ({', '.join(SHAPES)}; default smollm2-135m) or a HF checkpoint dir")
+    p.add_argument("--systems", default="all",
+                   help="comma list of systems or groups: all, hf, engine, hf_generate_b4, hf_continuous_batching, "
+                        "engine_paged, engine_prefix_cache, engine_int8, engine_compiled, engine_speculative")
+    p.add_argument("--out", type=Path, default=Path("bench-out"), help="output directory (default bench-out)")
+    p.add_argument("--reuse-baselines", type=Path, default=None, metavar="RESULTS_JSON",
+                   help="reuse the HF rows of an earlier results.json of the same workload instead of re-running them")
+    p.add_argument("--dtype", choices=("bfloat16", "float32", "float16"), default="bfloat16")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores this process may use)")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false", help="measure cold starts too")
+    p.add_argument("--cache-dir", type=Path, default=None, help="where random-weight shapes are built")
+    p.add_argument("--weights-seed", type=int, default=0)
+    g = p.add_argument_group("workload (defaults: shared GUIDE §3, or the --quick preset)")
+    g.add_argument("--num-requests", type=int)
+    g.add_argument("--seed", type=int)
+    g.add_argument("--prefix-len", type=int)
+    g.add_argument("--body-median", type=float)
+    g.add_argument("--body-sigma", type=float)
+    g.add_argument("--body-min", type=int)
+    g.add_argument("--body-max", type=int)
+    g.add_argument("--output-min", type=int)
+    g.add_argument("--output-max", type=int)
+    e = p.add_argument_group("engine")
+    e.add_argument("--max-num-seqs", type=int, default=EngineOptions().max_num_seqs)
+    e.add_argument("--max-num-batched-tokens", type=int, default=EngineOptions().max_num_batched_tokens)
+    e.add_argument("--kv-cache-memory", type=int, default=None, help="bytes for the KV pool")
+    e.add_argument("--block-size", type=int, default=EngineOptions().block_size)
+    h = p.add_argument_group("HF baselines")
+    h.add_argument("--hf-batch-size", type=int, default=HFOptions().batch_size)
+    h.add_argument("--hf-attn", default=HFOptions().attn_implementation, help="attention backend for HF generate")
+    h.add_argument("--hf-cb-page-size", type=int, default=HFOptions().cb_page_size)
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    base = QUICK_WORKLOAD if args.quick else WorkloadSpec()
+    overrides = {field: getattr(args, dest) for dest, field in _WORKLOAD_FLAGS.items() if getattr(args, dest) is not None}
+    workload = WorkloadSpec(**{**base.model_dump(), **overrides})
+    model = args.model or (QUICK_MODEL if args.quick else "smollm2-135m")
+    hf = HFOptions(batch_size=args.hf_batch_size, attn_implementation=args.hf_attn, cb_page_size=args.hf_cb_page_size)
+    engine = EngineOptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                           kv_cache_memory=args.kv_cache_memory, block_size=args.block_size)
+    standard = (not args.quick and not overrides and model == "smollm2-135m" and args.dtype == "bfloat16"
+                and hf == HFOptions() and engine == EngineOptions())
+    return BenchConfig(
+        model=model, dtype=args.dtype, device=args.device, threads=args.threads, workload=workload, engine=engine,
+        hf=hf, systems=expand_systems(args.systems), warmup=args.warmup, weights_seed=args.weights_seed,
+        cache_dir=args.cache_dir, out_dir=args.out, reuse_baselines=args.reuse_baselines,
+        preset="quick" if args.quick and not overrides else ("standard" if standard else "custom"),
+    )
+
+
+def _invocation() -> list[str]:
+    prog = Path(sys.argv[0]).name
+    head = ["python", "-m", "pipeline.bench"] if prog == "__main__.py" else [prog]
+    return head + sys.argv[1:]
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Entry point for the parsed `bench` command. Exit status 1 when any system errored."""
+    from pipeline.bench.report import render_table, write_outputs
+    from pipeline.bench.runner import run_bench
+
+    console = Console(stderr=True)
+    try:
+        cfg = config_from_args(args)
+    except ValueError as e:
+        console.print(f"[red]bad arguments:[/red] {e}")
+        return 2
+    try:
+        results, tokens = run_bench(cfg, console, argv=[shlex.join(_invocation())])
+    except (ValueError, FileNotFoundError) as e:  # bad model dir, incompatible --reuse-baselines, too-long workload
+        console.print(f"[red]cannot run the benchmark:[/red] {e}")
+        return 2
+    paths = write_outputs(results, tokens, cfg.out_dir)
+    render_table(results, Console(width=None if sys.stdout.isatty() else 220))
+    console.print("wrote " + ", ".join(str(p) for p in paths.values()))
+    errors = [r["name"] for r in results["systems"] if r["status"] == "error"]
+    if errors:
+        console.print(f"[red]systems with errors:[/red] {', '.join(errors)} (see {cfg.out_dir / 'logs'})")
+        return 1
+    return 0
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `bench` subcommand to the `pipeline` CLI; the parsed args carry `func` returning an exit status."""
+    p = subparsers.add_parser(
+        "bench", help="benchmark the engine against HF baselines on the standard workload",
+        description="Standard workload (GUIDE §3): HF generate batch 4, HF continuous batching and the engine's "
+                    "optimisation ladder, with TTFT/TPOT/e2e percentiles, throughput, memory and MFU.",
+    )
+    add_arguments(p)
+    p.set_defaults(func=run_command)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description="pipeline bench (standalone)")
+    add_arguments(parser)
+    return run_command(parser.parse_args(argv))

@@ -1,0 +1,133 @@
+"""Validated benchmark settings: one object travels from the CLI to every worker, so a run is reproducible from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Dtype = Literal["bfloat16", "float32", "float16"]
+
+
+class WorkloadSpec(BaseModel):
+    """The standard workload's knobs (shared GUIDE §3). Defaults are the standard run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_requests: int = Field(64, ge=1)
+    prefix_len: int = Field(256, ge=0, description="shared instruction prefix, tokens")
+    body_median: float = Field(500.0, gt=0)
+    body_sigma: float = Field(0.6, ge=0, description="sigma of log(body length); the guide fixes only the median")
+    body_min: int = Field(64, ge=1)
+    body_max: int = Field(2048, ge=1)
+    output_min: int = Field(32, ge=1)
+    output_max: int = Field(256, ge=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _ranges(self) -> "WorkloadSpec":
+        if self.body_min > self.body_max:
+            raise ValueError(f"body_min {self.body_min} > body_max {self.body_max}")
+        if self.output_min > self.output_max:
+            raise ValueError(f"output_min {self.output_min} > output_max {self.output_max}")
+        return self
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.prefix_len + self.body_max + self.output_max
+
+
+class EngineOptions(BaseModel):
+    """Engine constructor settings shared by every ladder step (the step adds its own switch)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_num_seqs: int = Field(128, ge=1)
+    max_num_batched_tokens: int = Field(2048, ge=1)
+    kv_cache_memory: int | None = Field(None, ge=1, description="bytes; None lets the engine choose")
+    block_size: int = Field(16, ge=1)
+
+
+class HFOptions(BaseModel):
+    """How the Hugging Face baselines run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_size: int = Field(4, ge=1, description="static batch size of the naive `generate` service")
+    attn_implementation: str = Field("sdpa", description="transformers attention backend for `generate`")
+    cb_page_size: int = Field(256, ge=4, description="page size of transformers' continuous batching cache")
+    cb_max_batch_tokens: int | None = Field(
+        None, ge=1, description="token budget per CB step; None = the engine's max_num_batched_tokens"
+    )
+
+
+SYSTEM_ALIASES: dict[str, tuple[str, ...]] = {
+    "hf": ("hf_generate_b4", "hf_continuous_batching"),
+    "engine": ("engine_paged", "engine_prefix_cache", "engine_int8", "engine_compiled", "engine_speculative"),
+}
+ALL_SYSTEMS: tuple[str, ...] = SYSTEM_ALIASES["hf"] + SYSTEM_ALIASES["engine"]
+
+
+def expand_systems(names: str | list[str]) -> tuple[str, ...]:
+    """Turn 'hf,engine_int8' into the ordered, de-duplicated tuple of system names."""
+    items = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    wanted: set[str] = set()
+    for item in items:
+        if item == "all":
+            wanted.update(ALL_SYSTEMS)
+        elif item in SYSTEM_ALIASES:
+            wanted.update(SYSTEM_ALIASES[item])
+        elif item in ALL_SYSTEMS:
+            wanted.add(item)
+        else:
+            known = ", ".join(("all", *SYSTEM_ALIASES, *ALL_SYSTEMS))
+            raise ValueError(f"unknown system {item!r}; choose from: {known}")
+    return tuple(s for s in ALL_SYSTEMS if s in wanted)
+
+
+class BenchConfig(BaseModel):
+    """Everything that defines one benchmark run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field("smollm2-135m", description="a shape name (random weights) or a checkpoint directory")
+    dtype: Dtype = "bfloat16"
+    device: str = "auto"
+    threads: int | None = Field(None, ge=1, description="torch threads; None = the cores this process may use")
+    workload: WorkloadSpec = WorkloadSpec()
+    engine: EngineOptions = EngineOptions()
+    hf: HFOptions = HFOptions()
+    systems: tuple[str, ...] = ALL_SYSTEMS
+    warmup: bool = True
+    weights_seed: int = 0
+    cache_dir: Path | None = Field(None, description="where random-weight shapes are built; None = user cache")
+    out_dir: Path = Path("bench-out")
+    reuse_baselines: Path | None = Field(None, description="results.json whose HF rows are reused if the workload matches")
+    preset: Literal["standard", "quick", "custom"] = "standard"
+
+
+QUICK_WORKLOAD = WorkloadSpec(
+    num_requests=8, prefix_len=32, body_median=48, body_sigma=0.5, body_min=16, body_max=128, output_min=8, output_max=24
+)
+QUICK_MODEL = "tiny-llama"
+
+
+class BenchJob(BaseModel):
+    """What one worker process needs to measure one system (serialised to JSON between processes)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system: str
+    model_dir: Path
+    shape: dict[str, object]
+    dtype: Dtype
+    device: str
+    threads: int
+    workload: WorkloadSpec
+    workload_fingerprint: str
+    reserved_ids: list[int]
+    engine: EngineOptions
+    hf: HFOptions
+    warmup: bool
+    gemm_flops_per_s: float | None

@@ -1,0 +1,195 @@
+"""Orchestrates a benchmark run: model, workload, GEMM peak, one worker process per system, ratios, report files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from pipeline.bench.config import BenchConfig, BenchJob
+from pipeline.bench.engine_runner import LADDER_BY_NAME
+from pipeline.bench.machine import machine_info, measure_gemm_peak, resolve_device, usable_cores
+from pipeline.bench.metrics import agreement, request_flops
+from pipeline.bench.results import BASELINES, SCHEMA_VERSION, SystemResult, empty_row
+from pipeline.bench.shapes import reserved_token_ids, resolve_model
+from pipeline.bench.workload import Workload, build_workload
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_RATIO_KEYS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s")
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return env
+
+
+def _run_worker(job: BenchJob, log_path: Path) -> tuple[SystemResult, list[list[int]]]:
+    """Run one system in a child process; its stdout/stderr go to `log_path`."""
+    with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
+        job_path, row_path = Path(tmp) / "job.json", Path(tmp) / "row.json"
+        job_path.write_text(job.model_dump_json())
+        with open(log_path, "w") as log:
+            proc = subprocess.run(
+                [sys.executable, "-m", "pipeline.bench.worker", str(job_path), str(row_path)],
+                stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), cwd=str(_REPO_ROOT), check=False,
+            )
+        if proc.returncode != 0 or not row_path.exists():
+            tail = log_path.read_text()[-1500:] if log_path.exists() else ""
+            row = empty_row(job.system, "error", f"worker exited with code {proc.returncode}; log tail:\n{tail}")
+            return row, []
+        payload = json.loads(row_path.read_text())
+    return SystemResult.model_validate(payload["row"]), payload["token_ids"]
+
+
+def _compare_key(results: dict[str, Any]) -> dict[str, Any]:
+    """What must match for rows of two runs to be comparable."""
+    return {
+        "fingerprint": results["workload"]["fingerprint"],
+        "model": results["model"]["shape"],
+        "dtype": results["run"]["dtype"],
+        "device": results["run"]["device"],
+        "threads": results["machine"]["torch_threads"],
+        "cpu_model": results["machine"]["cpu_model"],
+    }
+
+
+def _load_reused(path: Path, current: dict[str, Any]) -> tuple[dict[str, SystemResult], dict[str, list[list[int]]]]:
+    """Baseline rows from an earlier results.json of the same workload, model, dtype and machine."""
+    old = json.loads(Path(path).read_text())
+    mismatched = {k: (v, _compare_key(current)[k]) for k, v in _compare_key(old).items() if v != _compare_key(current)[k]}
+    if mismatched:
+        detail = "; ".join(f"{k}: earlier {a!r} vs now {b!r}" for k, (a, b) in mismatched.items())
+        raise ValueError(f"cannot reuse baselines from {path}: {detail}")
+    tokens_file = Path(path).with_name("outputs.json")
+    tokens = json.loads(tokens_file.read_text()) if tokens_file.exists() else {}
+    rows: dict[str, SystemResult] = {}
+    for raw in old["systems"]:
+        if raw["name"] in BASELINES and raw["status"] == "ok":
+            row = SystemResult.model_validate(raw)
+            rows[row.name] = row.model_copy(update={"reused_from": f"{path} ({old.get('created_at', '?')})"})
+    return rows, {k: v for k, v in tokens.items() if k in rows}
+
+
+def _ratios(rows: list[SystemResult]) -> None:
+    """Fill each ok row's throughput ratio against each ok baseline."""
+    base = {r.name: r for r in rows if r.name in BASELINES and r.status == "ok"}
+    for row in rows:
+        if row.status != "ok":
+            continue
+        row.ratios = {
+            f"vs_{b}": {k: getattr(row, k) / getattr(brow, k) for k in _RATIO_KEYS if getattr(brow, k)}
+            for b, brow in base.items() if b != row.name
+        }
+
+
+def _headline(rows: list[SystemResult]) -> dict[str, Any]:
+    ladder = [r for r in rows if r.kind == "ladder" and r.status == "ok"]
+    if not ladder:
+        return {"best_engine_step": None}
+    best = max(ladder, key=lambda r: r.output_tokens_per_s or 0.0)
+    return {
+        "best_engine_step": best.name,
+        "best_engine_label": best.label,
+        "output_tokens_per_s": best.output_tokens_per_s,
+        "total_tokens_per_s": best.total_tokens_per_s,
+        "mfu": best.mfu,
+        **{f"ratio_{k}": v for k, v in best.ratios.items()},
+    }
+
+
+def run_bench(
+    cfg: BenchConfig, console: Console | None = None, argv: list[str] | None = None
+) -> tuple[dict[str, Any], dict[str, list[list[int]]]]:
+    """Run every requested system on one workload: the results document and each system's output token ids."""
+    console = console or Console(stderr=True)
+    threads = cfg.threads or usable_cores()
+    torch.set_num_threads(threads)
+    device = resolve_device(cfg.device)
+    t_start = time.perf_counter()
+
+    with console.status(f"preparing model {cfg.model}"):
+        model_dir, shape, random_weights = resolve_model(cfg.model, cfg.cache_dir, cfg.weights_seed, cfg.dtype)
+    reserved = reserved_token_ids(model_dir)
+    workload: Workload = build_workload(cfg.workload, shape.vocab_size, reserved)
+    if cfg.workload.max_seq_len > shape.max_position_embeddings:
+        raise ValueError(f"workload sequences reach {cfg.workload.max_seq_len} tokens but the model supports "
+                         f"{shape.max_position_embeddings}")
+    results: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(argv) if argv else None,
+        "preset": cfg.preset,
+        "run": {"dtype": cfg.dtype, "device": device, "threads": threads, "warmup": cfg.warmup,
+                "engine_options": cfg.engine.model_dump(), "hf_options": cfg.hf.model_dump(),
+                "systems": list(cfg.systems)},
+        "machine": machine_info(device, threads),
+        "model": {"name": cfg.model, "dir": str(model_dir), "random_weights": random_weights, "shape": shape.to_dict(),
+                  "num_params": shape.num_params},
+        "workload": workload.summary(),
+        "mfu_definition": "model FLOPs of the workload (each token once through the stack, causal attention, logits "
+                          "only at sampled positions; no credit or charge for caching, padding or recompute) / wall "
+                          "time / the bf16 GEMM peak above",
+    }
+    results["workload"]["model_flops"] = sum(
+        request_flops(shape, len(r.prompt_token_ids), r.output_len) for r in workload.requests
+    )
+
+    reused: dict[str, SystemResult] = {}
+    tokens: dict[str, list[list[int]]] = {}
+    if cfg.reuse_baselines is not None:
+        reused, tokens = _load_reused(cfg.reuse_baselines, results)
+        console.print(f"reusing baseline rows {sorted(reused)} from {cfg.reuse_baselines}")
+    with console.status("measuring dense bf16 GEMM peak"):
+        gemm = measure_gemm_peak(device)
+    results["gemm_peak"] = gemm
+    for name, row in reused.items():  # one MFU denominator for every row of this run
+        if row.achieved_flops_per_s is not None:
+            reused[name] = row.model_copy(update={"mfu": row.achieved_flops_per_s / gemm["flops_per_s"]})
+    console.print(f"bf16 GEMM peak: {gemm['flops_per_s'] / 1e9:.0f} GFLOP/s ({gemm['m']}^3, best of {gemm['reps']})")
+
+    out_dir = Path(cfg.out_dir)
+    (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    rows: list[SystemResult] = []
+    for system in cfg.systems:
+        if system in reused:
+            rows.append(reused[system])
+            continue
+        step = LADDER_BY_NAME.get(system)
+        if step is not None and step.llm_kwargs is None:
+            rows.append(empty_row(system, "not_available", step.unavailable_reason))
+            continue
+        job = BenchJob(
+            system=system, model_dir=model_dir, shape=shape.to_dict(), dtype=cfg.dtype, device=device,
+            threads=threads, workload=cfg.workload, workload_fingerprint=workload.fingerprint(),
+            reserved_ids=sorted(reserved), engine=cfg.engine, hf=cfg.hf, warmup=cfg.warmup,
+            gemm_flops_per_s=gemm["flops_per_s"],
+        )
+        t0 = time.perf_counter()
+        with console.status(f"running {system}"):
+            row, toks = _run_worker(job, out_dir / "logs" / f"{system}.log")
+        rows.append(row)
+        if toks:
+            tokens[system] = toks
+        detail = f"{row.output_tokens_per_s:.1f} out tok/s" if row.status == "ok" else (row.reason or "").splitlines()[0]
+        console.print(f"{system}: {row.status} in {time.perf_counter() - t0:.1f}s ({detail})")
+
+    ref = tokens.get("hf_generate_b4")
+    for row in rows:
+        if ref and row.name != "hf_generate_b4" and row.name in tokens:
+            row.agreement_vs_hf_generate_b4 = agreement(ref, tokens[row.name])
+    _ratios(rows)
+    results["systems"] = [r.model_dump(mode="json") for r in rows]
+    results["headline"] = _headline(rows)
+    results["total_bench_s"] = time.perf_counter() - t_start
+    return results, tokens

@@ -1,0 +1,149 @@
+"""`pipeline bench`: workload determinism, the FLOPs/percentile arithmetic, and the --quick smoke run (no timing asserts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.bench.config import WorkloadSpec, expand_systems
+from pipeline.bench.metrics import agreement, percentile, request_flops
+from pipeline.bench.shapes import SHAPES, ModelShape, build_checkpoint
+from pipeline.bench.workload import build_workload
+
+ROW_KEYS = {
+    "name", "label", "kind", "status", "reason", "wall_s", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s",
+    "ttft_ms", "tpot_ms", "e2e_ms", "prefix_cache_hit_rate", "preemptions", "peak_rss_bytes", "mfu", "ratios",
+}
+EXPECTED_SYSTEMS = [
+    "hf_generate_b4", "hf_continuous_batching", "engine_paged", "engine_prefix_cache", "engine_int8",
+    "engine_compiled", "engine_speculative",
+]
+
+
+def test_standard_workload_matches_the_guide_and_is_deterministic() -> None:
+    spec = WorkloadSpec()
+    reserved = frozenset({0, 1, 2})
+    wl = build_workload(spec, 49152, reserved)
+    assert len(wl.requests) == 64
+    prefix = wl.requests[0].prompt_token_ids[:256]
+    for r in wl.requests:
+        assert r.prompt_token_ids[:256] == prefix
+        assert 64 <= len(r.prompt_token_ids) - 256 <= 2048
+        assert 32 <= r.output_len <= 256
+        assert not reserved.intersection(r.prompt_token_ids)
+        assert all(0 <= t < 49152 for t in r.prompt_token_ids)
+    bodies = sorted(len(r.prompt_token_ids) - 256 for r in wl.requests)
+    assert 300 < bodies[32] < 800  # lognormal with median 500
+    assert build_workload(spec, 49152, reserved).fingerprint() == wl.fingerprint()
+    assert build_workload(WorkloadSpec(seed=1), 49152, reserved).fingerprint() != wl.fingerprint()
+
+
+def test_workload_rejects_inverted_ranges() -> None:
+    with pytest.raises(ValueError, match="output_min"):
+        WorkloadSpec(output_min=10, output_max=5)
+
+
+def test_system_selection() -> None:
+    assert expand_systems("engine_int8,hf") == ("hf_generate_b4", "hf_continuous_batching", "engine_int8")
+    assert list(expand_systems("all")) == EXPECTED_SYSTEMS
+    with pytest.raises(ValueError, match="unknown system"):
+        expand_systems("vllm")
+
+
+def test_percentile_and_agreement() -> None:
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == pytest.approx(2.5)
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 99) == pytest.approx(4.96)
+    assert percentile([7.0], 95) == 7.0
+    a = agreement([[1, 2, 3, 4], [5, 6]], [[1, 2, 9, 4], [6, 6]])
+    assert a["first_token_match"] == 0.5
+    assert a["mean_matching_prefix"] == pytest.approx((2 / 4 + 0) / 2)
+
+
+def test_flops_count_by_hand() -> None:
+    s = ModelShape("t", "llama", hidden_size=8, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=16,
+                   vocab_size=10, head_dim=4, tie_word_embeddings=True)
+    # per layer weights: q 8*8 + k,v 2*8*4 + o 8*8 + mlp 3*8*16 = 576; prompt 3 + output 2 -> 4 tokens through stack
+    linear = 2 * 2 * 576 * 4
+    attn = 2 * 4 * 2 * 4 * (4 * 5 / 2)  # layers * 4 * heads * head_dim * causal pairs
+    lm_head = 2 * 8 * 10 * 2
+    assert request_flops(s, 3, 2) == pytest.approx(linear + attn + lm_head)
+
+
+@pytest.mark.parametrize("name", ["tiny-llama"])
+def test_shape_checkpoint_matches_its_declared_size(tmp_path: Path, name: str) -> None:
+    import transformers
+
+    shape = SHAPES[name]
+    path = build_checkpoint(shape, tmp_path, seed=0, dtype="float32")
+    model = transformers.AutoModelForCausalLM.from_pretrained(path)
+    assert sum(p.numel() for p in model.parameters()) == shape.num_params
+    assert build_checkpoint(shape, tmp_path, seed=0, dtype="float32") == path  # cached, not rebuilt
+    assert (path / "tokenizer.json").exists()
+
+
+def test_register_adds_bench_subcommand() -> None:
+    from pipeline.bench.cli import config_from_args, register
+
+    parser = argparse.ArgumentParser(prog="pipeline")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["bench", "--quick", "--num-requests", "3", "--systems", "hf"])
+    cfg = config_from_args(args)
+    assert callable(args.func)
+    assert cfg.model == "tiny-llama" and cfg.workload.num_requests == 3 and cfg.preset == "custom"
+    assert cfg.systems == ("hf_generate_b4", "hf_continuous_batching")
+    std = config_from_args(parser.parse_args(["bench"]))
+    assert std.preset == "standard" and std.workload == WorkloadSpec() and std.model == "smollm2-135m"
+
+
+def _png(path: Path) -> bool:
+    return path.exists() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
+    from pipeline.bench.cli import main
+
+    out = tmp_path / "quick"
+    rc = main(["--quick", "--out", str(out), "--cache-dir", str(tmp_path / "shapes")])
+    results = json.loads((out / "results.json").read_text())
+    errors = {r["name"]: r["reason"] for r in results["systems"] if r["status"] == "error"}
+    assert rc == 0, f"systems errored: {errors}"
+    for key in ("machine", "gemm_peak", "model", "workload", "systems", "headline", "charts", "mfu_definition"):
+        assert key in results
+    assert results["gemm_peak"]["flops_per_s"] > 0
+    assert [r["name"] for r in results["systems"]] == EXPECTED_SYSTEMS
+    rows = {r["name"]: r for r in results["systems"]}
+    for r in rows.values():
+        assert ROW_KEYS <= set(r)
+    for name in ("hf_generate_b4", "hf_continuous_batching", "engine_paged", "engine_prefix_cache"):
+        r = rows[name]
+        assert r["status"] == "ok", (name, r["reason"])
+        assert r["output_tokens"] == results["workload"]["total_output_tokens"]
+        assert r["prompt_tokens"] == results["workload"]["total_prompt_tokens"]
+        assert r["mfu"] > 0 and r["peak_rss_bytes"] > 0
+        assert {"p50", "p95", "p99"} <= set(r["ttft_ms"])
+    assert rows["engine_int8"]["status"] in ("ok", "skipped")
+    assert rows["engine_paged"]["prefix_cache_hit_rate"] == 0.0
+    assert rows["engine_prefix_cache"]["prefix_cache_hit_rate"] > 0.0  # the 32-token shared prefix is reused
+    assert "vs_hf_generate_b4" in rows["engine_paged"]["ratios"]
+    assert "vs_hf_continuous_batching" in rows["engine_paged"]["ratios"]
+    assert rows["engine_compiled"]["status"] == "not_available"
+    assert results["headline"]["best_engine_step"] in rows
+    assert all(_png(out / name) for name in ("throughput.png", "latency.png"))
+    assert "| system |" in (out / "results.md").read_text()
+
+    # Re-measure one ladder step against the same baselines without re-running them.
+    out2 = tmp_path / "reuse"
+    rc2 = main(["--quick", "--systems", "hf,engine_paged", "--reuse-baselines", str(out / "results.json"),
+                "--out", str(out2), "--cache-dir", str(tmp_path / "shapes")])
+    assert rc2 == 0
+    again = {r["name"]: r for r in json.loads((out2 / "results.json").read_text())["systems"]}
+    assert again["hf_generate_b4"]["reused_from"] and again["hf_generate_b4"]["wall_s"] == rows["hf_generate_b4"]["wall_s"]
+    assert again["engine_paged"]["reused_from"] is None and "vs_hf_generate_b4" in again["engine_paged"]["ratios"]
+
+    # Baselines of a different workload are refused rather than silently compared.
+    rc3 = main(["--quick", "--seed", "1", "--systems", "hf", "--reuse-baselines", str(out / "results.json"),
+                "--out", str(tmp_path / "bad"), "--cache-dir", str(tmp_path / "shapes")])
+    assert rc3 == 2
