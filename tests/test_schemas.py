@@ -1,0 +1,93 @@
+"""Output schemas: decoding schema == training target format; Arrow schemas derived from pydantic."""
+
+from __future__ import annotations
+
+import json
+
+import llguidance
+import pyarrow as pa
+import pytest
+from pydantic import ValidationError
+
+from schemas import (
+    SCHEMA_VERSION,
+    TRANSACTION_ARROW_SCHEMA,
+    AccountWindowSummary,
+    DocumentExtraction,
+    Flag,
+    arrow_schema_for,
+    constrained_json_schema,
+    to_compact_json,
+)
+
+DOC = {"doc_type": "invoice", "issuer": "Alder Logistics GmbH", "counterparty": "Zoe Müller", "reference": "INV-2024-00012",
+       "date": "2024-03-05", "currency": "EUR", "amount": "1234.50", "account": "DE89370400440532013000"}
+
+
+@pytest.mark.parametrize("model", [DocumentExtraction, AccountWindowSummary])
+def test_constrained_schema_requires_every_field_in_model_order(model):
+    schema = constrained_json_schema(model)
+    assert list(schema["properties"]) == list(model.model_fields)
+    assert schema["required"] == list(model.model_fields)
+    assert schema["additionalProperties"] is False
+    assert schema["x-guidance"]["whitespace_flexible"] is False
+    text = json.dumps(schema)
+    assert "$ref" not in text and "title" not in text and "description" not in text
+
+
+@pytest.mark.parametrize("model", [DocumentExtraction, AccountWindowSummary])
+def test_llguidance_compiles_the_constrained_schema(model):
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(constrained_json_schema(model)))
+    is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+    assert (is_error, messages) == (False, [])
+
+
+def test_compact_json_is_the_training_target_format():
+    text = to_compact_json(DocumentExtraction.model_validate(DOC))
+    assert text.startswith('{"doc_type":"invoice","issuer":"Alder Logistics GmbH","counterparty":"Zoe Müller"')
+    assert ", " not in text and ": " not in text
+    assert list(json.loads(text)) == list(DocumentExtraction.model_fields)
+    assert DocumentExtraction.model_validate_json(text).model_dump(mode="json") == DOC
+
+
+@pytest.mark.parametrize("field,value", [("date", "05.03.2024"), ("amount", "1,234.50"), ("amount", "12.5"),
+                                         ("currency", "eur"), ("account", "DE89 3704"), ("doc_type", "receipt")])
+def test_document_fields_reject_unnormalised_values(field, value):
+    with pytest.raises(ValidationError):
+        DocumentExtraction.model_validate({**DOC, field: value})
+
+
+def test_nullable_document_fields():
+    doc = DocumentExtraction.model_validate({**DOC, "currency": None, "amount": None, "account": None})
+    assert '"amount":null' in to_compact_json(doc)
+    with pytest.raises(ValidationError):
+        DocumentExtraction.model_validate({**DOC, "issuer": None})
+
+
+def test_flags_must_be_canonical_and_unique():
+    base = {"classification": "net_inflow", "risk_level": "high", "narrative": "x"}
+    ok = AccountWindowSummary.model_validate({**base, "flags": ["large_cash", "structuring"]})
+    assert ok.flags == [Flag.LARGE_CASH, Flag.STRUCTURING]
+    for flags in (["structuring", "large_cash"], ["large_cash", "large_cash"], ["unknown"]):
+        with pytest.raises(ValidationError):
+            AccountWindowSummary.model_validate({**base, "flags": flags})
+
+
+def test_arrow_schemas_follow_the_pydantic_models():
+    doc = arrow_schema_for(DocumentExtraction)
+    assert doc.names == list(DocumentExtraction.model_fields)
+    assert doc.field("issuer").nullable is False and doc.field("amount").nullable is True
+    assert all(f.type == pa.string() for f in doc)
+    win = arrow_schema_for(AccountWindowSummary)
+    assert win.field("flags").type == pa.list_(pa.string())
+    table = pa.Table.from_pylist([DocumentExtraction.model_validate(DOC).model_dump(mode="json")], schema=doc)
+    assert table.num_rows == 1
+
+
+def test_transaction_schema_matches_the_team_contract():
+    expected = [("account", pa.string()), ("timestamp", pa.timestamp("us", tz="UTC")), ("amount", pa.decimal128(18, 4)),
+                ("currency", pa.string()), ("counterparty", pa.string()), ("description", pa.string()),
+                ("source_file", pa.string()), ("source_row", pa.int64())]
+    assert [(f.name, f.type) for f in TRANSACTION_ARROW_SCHEMA] == expected
+    assert TRANSACTION_ARROW_SCHEMA.field("counterparty").nullable
+    assert SCHEMA_VERSION.count(".") == 2

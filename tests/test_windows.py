@@ -1,0 +1,82 @@
+"""Window aggregates (polars) and the reference summary rule the model is trained to follow."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pyarrow as pa
+
+from pipeline.windows import reference_summary, window_facts
+from schemas import TRANSACTION_ARROW_SCHEMA
+
+ACC = "DE89370400440532013000"
+
+
+def _table(rows: list[tuple]) -> pa.Table:
+    cols = {name: [] for name in TRANSACTION_ARROW_SCHEMA.names}
+    for i, (acc, day, amount, ccy, cp, desc) in enumerate(rows, start=1):
+        cols["account"].append(acc)
+        cols["timestamp"].append(datetime(2024, day[0], day[1], 12, tzinfo=timezone.utc))
+        cols["amount"].append(Decimal(amount))
+        cols["currency"].append(ccy)
+        cols["counterparty"].append(cp)
+        cols["description"].append(desc)
+        cols["source_file"].append("t.csv")
+        cols["source_row"].append(i)
+    return pa.table(cols, schema=TRANSACTION_ARROW_SCHEMA)
+
+
+ROWS = [
+    # March: salary, rent, a large cash deposit, two structuring-like deposits, a foreign card payment
+    (ACC, (3, 1), "3000.00", "EUR", "Employer AG", "Salary"),
+    (ACC, (3, 2), "-900.10", "EUR", "Landlord", "Rent"),
+    (ACC, (3, 5), "12000.00", "EUR", None, "Cash deposit"),
+    (ACC, (3, 6), "9500.00", "EUR", None, "CASH DEPOSIT branch"),
+    (ACC, (3, 7), "9900.00", "EUR", None, "cash in"),
+    (ACC, (3, 8), "9950.50", "EUR", None, "Cash deposit"),  # not round: not structuring
+    (ACC, (3, 9), "-40.00", "USD", "Shop NY", "Card payment abroad"),
+    # April: the same counterparties again, plus a large new one; net outflow
+    (ACC, (4, 1), "3000.00", "EUR", "Employer AG", "Salary"),
+    (ACC, (4, 2), "-900.10", "EUR", "Landlord", "Rent"),
+    (ACC, (4, 20), "-7000.00", "EUR", "New Supplier BV", "Wire transfer"),
+    (ACC, (4, 21), "-20000.00", "EUR", None, "ATM withdrawal"),
+]
+
+
+def test_window_facts_count_and_sum_exactly():
+    march, april = window_facts(_table(ROWS))
+    assert march == {
+        "account": ACC, "period_start": "2024-03-01", "period_end": "2024-03-31", "currency": "EUR", "tx_count": 7,
+        "credits": "44350.50", "debits": "900.10", "net": "43450.40", "large_cash_count": 1,
+        "new_counterparty_count": 0, "structuring_count": 2, "foreign_count": 1,
+    }
+    assert april["period_end"] == "2024-04-30"
+    assert (april["credits"], april["debits"], april["net"]) == ("3000.00", "27900.10", "-24900.10")
+    assert april["new_counterparty_count"] == 1  # New Supplier BV: first seen, volume >= 5000
+    assert april["large_cash_count"] == 1 and april["structuring_count"] == 0 and april["foreign_count"] == 0
+
+
+def test_windows_are_per_account_and_sorted():
+    other = "FR7630006000011234567890189"
+    rows = ROWS + [(other, (2, 3), "10.00", "EUR", "X", "Transfer")]
+    facts = window_facts(_table(rows))
+    assert [(f["account"], f["period_start"]) for f in facts] == [
+        (ACC, "2024-03-01"), (ACC, "2024-04-01"), (other, "2024-02-01")]
+    assert window_facts(_table([])) == []
+
+
+def test_reference_summary_rule():
+    march, april = window_facts(_table(ROWS))
+    s = reference_summary(march)
+    assert s.classification.value == "net_inflow"
+    assert [f.value for f in s.flags] == ["large_cash", "structuring", "foreign_currency"]
+    assert s.risk_level.value == "high"
+    assert s.narrative == ("7 transactions; credits 44350.50 EUR; debits 900.10 EUR; "
+                           "flagged for large cash, structuring, foreign currency.")
+    a = reference_summary(april)
+    assert a.classification.value == "net_outflow" and a.risk_level.value == "high"
+    quiet = {**april, "large_cash_count": 0, "new_counterparty_count": 0}
+    assert reference_summary(quiet).risk_level.value == "low"
+    assert reference_summary(quiet).narrative.endswith("no flags.")
+    assert reference_summary({**quiet, "foreign_count": 3}).risk_level.value == "medium"
