@@ -42,6 +42,9 @@ class BlockManager:
         self.enable_prefix_caching = enable_prefix_caching
         self.blocks = [_Block(i) for i in range(num_blocks + 1)]
         self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks + 1))  # LRU: oldest first
+        # Blocks handed out for the first time since start; the runner zeroes them before use (see take_fresh_blocks).
+        self._ever_used = bytearray(num_blocks + 1)
+        self._fresh: list[int] = []
         self.cached: dict[tuple[int, tuple[int, ...]], int] = {}
         self._next_cid = 0
         self.stats = BlockStats(total=num_blocks)
@@ -175,8 +178,18 @@ class BlockManager:
                 self.stats.evictions += 1
             block.ref_count = 1
             seq.block_table.append(bid)
+            if not self._ever_used[bid]:
+                self._ever_used[bid] = 1
+                self._fresh.append(bid)
         self._touch_peak()
         return True
+
+    def take_fresh_blocks(self) -> list[int]:
+        """Blocks handed out for the first time since the last call. Their memory was never written (the pool is
+        allocated uninitialised so RAM tracks blocks in use); attention reads whole blocks and masks the unwritten
+        tail, which must therefore hold finite values, so the runner zeroes these once."""
+        fresh, self._fresh = self._fresh, []
+        return fresh
 
     def free_sequence(self, seq: Sequence) -> None:
         """Return a sequence's blocks; the tail goes first into the LRU so shared prefixes outlive it."""

@@ -56,6 +56,9 @@ class EngineCore:
         finished = [self._output(s) for s in self.scheduler.take_failed()]
         if not batch.seqs:
             return finished
+        fresh = self.scheduler.bm.take_fresh_blocks()
+        if fresh:
+            self.runner.zero_blocks(fresh)
         inputs = self.runner.prepare(batch)
         logits = self.runner.execute(inputs)
         for seq, n in zip(batch.seqs, batch.num_tokens):

@@ -13,8 +13,9 @@ class DecodeGroup:
 
     start: int
     end: int
-    kv_slots: torch.Tensor  # [G, L] cache slot of every key position (padding points at a valid slot)
-    mask: torch.Tensor | None  # [G, L] True where the key is real; None when no row is padded
+    block_table: torch.Tensor  # [G, nblk] KV block ids of each row, padded with the zeroed null block 0
+    block_size: int
+    mask: torch.Tensor | None  # [G, nblk * block_size] True where the key is real; None when no row is padded
 
 
 @dataclass

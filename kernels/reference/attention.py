@@ -2,7 +2,13 @@
 
 Decode rows come in groups of similar KV length (the runner sorts them); each group gathers its keys once per
 layer into [Hkv, G, L, D] and runs two batched matmuls, with the query heads that share a KV head stacked as rows
-(no K/V repeat). Prefill segments use SDPA's fused kernel.
+(no K/V repeat).
+
+Causal prefill segments (with or without cached context) run on CPU as query blocks of PREFILL_BLOCK rows: each
+block multiplies only the keys up to its last position (skipping the upper triangle) and masks only its diagonal
+tile. On this CPU that measured 1.3-1.8x faster than SDPA's fused CPU kernel, whose masked path computes every
+score and whose causal path runs well below GEMM speed. Scores stay in the model dtype and the softmax accumulates
+in float32, as Hugging Face's eager attention does. Elsewhere (CUDA) and for sliding windows, SDPA is used.
 """
 
 from __future__ import annotations
@@ -10,18 +16,25 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kernels.attention_metadata import AttentionMetadata
+from kernels.attention_metadata import AttentionMetadata, PrefillSegment
+
+# Query rows per block in the CPU causal prefill (best of 64/128/256/512 on smollm2-135m shapes, 1-2 threads).
+PREFILL_BLOCK = 128
 
 
-def _decode_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
-                  mask: torch.Tensor | None, scale: float) -> torch.Tensor:
-    """q: [G, Hq, D]; slots: [G, L]; mask: [G, L] bool (True = real key) or None. Returns [G, Hq, D]."""
+def _decode_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor,
+                  block_size: int, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+    """q: [G, Hq, D]; table: [G, nblk] block ids; mask: [G, nblk * block_size] bool (True = real key) or None.
+
+    Gathers whole blocks (a view of the pool as [Hkv, blocks, block_size * D]) rather than token rows: fewer,
+    larger copies. Masked keys get -inf scores; their values are finite (null block, zeroed fresh blocks or old
+    real values), so the zero weights cancel them exactly. Returns [G, Hq, D]."""
     rows, num_heads, dim = q.shape
     kv_heads = k_cache.shape[0]
-    length = slots.shape[1]
-    flat = slots.reshape(-1)
-    kg = k_cache.index_select(1, flat).view(kv_heads, rows, length, dim)
-    vg = v_cache.index_select(1, flat).view(kv_heads, rows, length, dim)
+    length = table.shape[1] * block_size
+    flat = table.reshape(-1)
+    kg = k_cache.view(kv_heads, -1, block_size * dim).index_select(1, flat).view(kv_heads, rows, length, dim)
+    vg = v_cache.view(kv_heads, -1, block_size * dim).index_select(1, flat).view(kv_heads, rows, length, dim)
     qg = q.view(rows, kv_heads, num_heads // kv_heads, dim).permute(1, 0, 2, 3)  # [Hkv, G, group, D]
     scores = torch.matmul(qg, kg.transpose(-1, -2)).float() * scale  # [Hkv, G, group, L]
     if mask is not None:
@@ -47,25 +60,66 @@ def paged_attention(
     out = torch.empty_like(q)
 
     for g in meta.decode_groups:
-        out[g.start : g.end] = _decode_group(q[g.start : g.end], k_cache, v_cache, g.kv_slots, g.mask, scale)
+        out[g.start : g.end] = _decode_group(q[g.start : g.end], k_cache, v_cache, g.block_table, g.block_size,
+                                              g.mask, scale)
 
     for p in meta.prefills:
         end = p.start + p.length
-        qs = q[p.start : end].transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
-        if p.kv_slots is None:
-            ks = k[p.start : end].transpose(0, 1)
-            vs = v[p.start : end].transpose(0, 1)
+        if p.mask is None and q.device.type == "cpu":
+            out[p.start : end] = _prefill_causal_blocked(q[p.start : end], k, v, k_cache, v_cache, p, scale)
         else:
-            ks = k_cache.index_select(1, p.kv_slots)
-            vs = v_cache.index_select(1, p.kv_slots)
-        ks = ks.unsqueeze(0)
-        vs = vs.unsqueeze(0)
-        if group > 1:
-            ks = ks.repeat_interleave(group, dim=1)
-            vs = vs.repeat_interleave(group, dim=1)
-        if p.mask is None:
-            o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale)
-        else:
-            o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=p.mask, scale=scale)
-        out[p.start : end] = o.squeeze(0).transpose(0, 1)
+            out[p.start : end] = _prefill_sdpa(q[p.start : end], k, v, k_cache, v_cache, p, scale, group)
     return out
+
+
+def _segment_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                p: PrefillSegment) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values [Hkv, context + length, D] of one prefill segment."""
+    if p.kv_slots is None:
+        end = p.start + p.length
+        return k[p.start : end].transpose(0, 1), v[p.start : end].transpose(0, 1)
+    return k_cache.index_select(1, p.kv_slots), v_cache.index_select(1, p.kv_slots)
+
+
+def _prefill_causal_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                            v_cache: torch.Tensor, p: PrefillSegment, scale: float) -> torch.Tensor:
+    """q: [n, Hq, D] continuing after p.context_len cached tokens; causal. Returns [n, Hq, D]."""
+    n, num_heads, dim = q.shape
+    ks, vs = _segment_kv(k, v, k_cache, v_cache, p)
+    kv_heads = ks.shape[0]
+    group = num_heads // kv_heads
+    ctx = p.context_len
+    qg = (q * scale).view(n, kv_heads, group, dim).permute(1, 2, 0, 3)  # [Hkv, group, n, D]
+    out = torch.empty((kv_heads, group, n, dim), dtype=q.dtype, device=q.device)
+    tri = torch.ones(PREFILL_BLOCK, PREFILL_BLOCK, dtype=torch.bool, device=q.device).triu_(1)
+    for s in range(0, n, PREFILL_BLOCK):
+        e = min(n, s + PREFILL_BLOCK)
+        b = e - s
+        keys = ctx + e  # this block's last query sees exactly the first ctx + e keys
+        qb = qg[:, :, s:e].reshape(kv_heads, group * b, dim)
+        scores = torch.bmm(qb, ks[:, :keys].transpose(1, 2)).view(kv_heads, group, b, keys)
+        if b > 1:
+            scores[..., keys - b :].masked_fill_(tri[:b, :b], float("-inf"))
+        probs = torch.softmax(scores, dim=-1).view(kv_heads, group * b, keys)
+        out[:, :, s:e] = torch.bmm(probs, vs[:, :keys]).view(kv_heads, group, b, dim)
+    return out.permute(2, 0, 1, 3).reshape(n, num_heads, dim)
+
+
+def _prefill_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                  p: PrefillSegment, scale: float, group: int) -> torch.Tensor:
+    ks, vs = _segment_kv(k, v, k_cache, v_cache, p)
+    qs = q.transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
+    ks = ks.unsqueeze(0)
+    vs = vs.unsqueeze(0)
+    if group > 1:
+        ks = ks.repeat_interleave(group, dim=1)
+        vs = vs.repeat_interleave(group, dim=1)
+    if p.mask is not None:
+        o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=p.mask, scale=scale)
+    elif p.context_len == 0:
+        o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale)
+    else:  # causal after cached context: SDPA's is_causal aligns to the top-left, so spell the mask out
+        q_pos = torch.arange(p.context_len, p.context_len + p.length, device=q.device)[:, None]
+        mask = torch.arange(p.context_len + p.length, device=q.device)[None, :] <= q_pos
+        o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, scale=scale)
+    return o.squeeze(0).transpose(0, 1)
