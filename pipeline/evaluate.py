@@ -151,10 +151,29 @@ def _generate_hf(model_dir: Path, token_ids: list[list[int]], progress: bool) ->
     return texts, {"engine": {"backend": "transformers", "dtype": "float32"}}
 
 
+def compare_reports(report: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """How far `report` moved from `baseline` (e.g. int8 vs the default): accuracy delta and the share of items
+    whose generated text is byte-identical, over the items both reports hold."""
+    ours, theirs = report.get("outputs") or {}, baseline.get("outputs") or {}
+    shared = sorted(set(ours) & set(theirs))
+    if not shared:
+        raise ValueError("the baseline report has no outputs in common with this run (was it written by "
+                         "`pipeline eval --json` on the same gold set?)")
+    identical = sum(ours[i] == theirs[i] for i in shared)
+    return {
+        "baseline_model_dir": baseline.get("model_dir"), "baseline_quantization": baseline.get("quantization"),
+        "baseline_overall_accuracy": baseline["overall_accuracy"],
+        "accuracy_delta_points": round(100 * (report["overall_accuracy"] - baseline["overall_accuracy"]), 2),
+        "items_compared": len(shared), "identical_outputs": identical, "identical_share": identical / len(shared),
+    }
+
+
 def run_eval(model_dir: str | Path | None = None, quantization: str | None = None, json_path: str | Path | None = None,
              limit: int | None = None, eval_dir: str | Path | None = None, backend: str = "engine",
-             progress: bool = False) -> dict[str, Any]:
-    """Score the model on the gold set; returns (and optionally writes) the JSON report."""
+             progress: bool = False, compare_to: str | Path | None = None) -> dict[str, Any]:
+    """Score the model on the gold set; returns (and optionally writes) the JSON report.
+
+    `compare_to` names an earlier JSON report (say, the default precision) to diff this run's outputs against."""
     from tokenizers import Tokenizer
 
     model_dir = Path(model_dir) if model_dir else DEFAULT_MODEL_DIR
@@ -182,7 +201,10 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
         "model_dir": str(model_dir), "quantization": quantization, "backend": backend, "eval_dir": str(eval_dir),
         "n_documents": scores.count["document"], "n_windows": scores.count["window"],
         "skipped_needs_ocr": skipped, "generation_seconds": round(elapsed, 2), **scores.report(), **extra,
+        "outputs": {item.id: text for item, text in zip(items, texts)},
     }
+    if compare_to:
+        report["comparison"] = compare_reports(report, json.loads(Path(compare_to).read_text(encoding="utf-8")))
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -210,11 +232,16 @@ def render_report(report: dict[str, Any]) -> None:
     console.print(table)
     console.print(f"backend {report['backend']}, quantization {report['quantization']}, "
                   f"generation {report['generation_seconds']} s")
+    if "comparison" in report:
+        c = report["comparison"]
+        console.print(f"vs {c['baseline_model_dir']} (quantization {c['baseline_quantization']}): accuracy "
+                      f"{c['accuracy_delta_points']:+.2f} points, identical outputs {c['identical_outputs']} / "
+                      f"{c['items_compared']} ({c['identical_share']:.1%})")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, compare_to=args.compare_to)
     render_report(report)
     return 0
 
@@ -230,6 +257,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--eval-dir", default=None, help="gold set directory (default data/eval)")
     p.add_argument("--backend", choices=["engine", "hf"], default="engine",
                    help="engine (constrained, default) or hf (transformers greedy, unconstrained reference)")
+    p.add_argument("--compare-to", default=None, metavar="REPORT_JSON",
+                   help="an earlier --json report: print the accuracy delta and the share of identical outputs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_eval)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate import DEFAULT_MODEL_DIR, EvalItem, Scores, register, run_eval
+from pipeline.evaluate import DEFAULT_MODEL_DIR, EvalItem, Scores, compare_reports, register, run_eval
 from schemas import DocumentExtraction
 
 GOLD = {"doc_type": "invoice", "issuer": "A", "counterparty": None, "reference": "R1", "date": "2024-01-02",
@@ -32,6 +32,17 @@ def test_scores_count_fields_and_validity():
     assert [f["id"] for f in r["failures"]] == ["d1", "d1"]
 
 
+def test_compare_reports_counts_identical_outputs():
+    base = {"model_dir": "m", "quantization": None, "overall_accuracy": 0.9, "outputs": {"a": "x", "b": "y", "c": "z"}}
+    run = {"overall_accuracy": 0.885, "outputs": {"a": "x", "b": "Y", "c": "z", "d": "only here"}}
+    c = compare_reports(run, base)
+    assert (c["items_compared"], c["identical_outputs"]) == (3, 2)
+    assert c["identical_share"] == pytest.approx(2 / 3)
+    assert c["accuracy_delta_points"] == pytest.approx(-1.5)
+    with pytest.raises(ValueError, match="no outputs in common"):
+        compare_reports(run, {"overall_accuracy": 0.9, "outputs": {}})
+
+
 def test_register_adds_eval_subcommand():
     import argparse
 
@@ -51,3 +62,7 @@ def test_eval_smoke(tmp_path: Path):
     assert report["n_documents"] == 3 and report["n_windows"] == 3
     assert report["schema_validity"] == 1.0  # constrained decoding
     assert {"document.amount", "window.flags"} <= set(report["fields"])
+    assert len(saved["outputs"]) == 6
+    again = run_eval(limit=3, compare_to=out)  # greedy and seeded: the same outputs again
+    assert again["comparison"]["identical_share"] == 1.0
+    assert again["comparison"]["accuracy_delta_points"] == 0.0
