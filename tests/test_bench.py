@@ -147,3 +147,35 @@ def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
     rc3 = main(["--quick", "--seed", "1", "--systems", "hf", "--reuse-baselines", str(out / "results.json"),
                 "--out", str(tmp_path / "bad"), "--cache-dir", str(tmp_path / "shapes")])
     assert rc3 == 2
+
+
+def test_ratios_against_a_stopped_baseline_are_lower_bounds() -> None:
+    from pipeline.bench.results import empty_row
+    from pipeline.bench.runner import _ratios
+
+    wl = build_workload(WorkloadSpec(num_requests=4, prefix_len=4, body_median=10, body_min=8, body_max=16,
+                                     output_min=10, output_max=10), vocab_size=100)
+    b4 = empty_row("hf_generate_b4", "ok", "").model_copy(
+        update={"output_tokens_per_s": 2.0, "total_tokens_per_s": 10.0, "requests_per_s": 0.1})
+    cb = empty_row("hf_continuous_batching", "timeout", "stopped").model_copy(update={"wall_s": 20.0})
+    eng = empty_row("engine_paged", "ok", "").model_copy(
+        update={"output_tokens_per_s": 8.0, "total_tokens_per_s": 40.0, "requests_per_s": 0.4})
+    _ratios([b4, cb, eng], wl)
+    assert eng.ratios == {"vs_hf_generate_b4": {"output_tokens_per_s": 4.0, "total_tokens_per_s": 4.0,
+                                                "requests_per_s": 4.0}}
+    # 40 output tokens were not done in 20 s, so the stopped baseline ran below 2 tok/s: the engine is >= 4x.
+    assert eng.ratios_at_least["vs_hf_continuous_batching"]["output_tokens_per_s"] == pytest.approx(4.0)
+    assert eng.ratios_at_least["vs_hf_continuous_batching"]["requests_per_s"] == pytest.approx(0.4 / (4 / 20))
+    assert cb.ratios == {} and cb.ratios_at_least == {}
+
+
+def test_system_timeout_stops_the_worker(tmp_path: Path) -> None:
+    from pipeline.bench.config import BenchJob, EngineOptions, HFOptions
+    from pipeline.bench.runner import _run_worker
+
+    job = BenchJob(system="hf_generate_b4", model_dir=tmp_path, shape={}, dtype="float32", device="cpu", threads=1,
+                   workload=WorkloadSpec(), workload_fingerprint="x", reserved_ids=[], engine=EngineOptions(),
+                   hf=HFOptions(), warmup=False, gemm_flops_per_s=None)
+    row, toks = _run_worker(job, tmp_path / "log.txt", timeout_s=0.2)
+    assert (row.status, row.wall_s, toks) == ("timeout", 0.2, [])
+    assert "--system-timeout" in row.reason

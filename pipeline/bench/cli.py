@@ -33,6 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("bench-out"), help="output directory (default bench-out)")
     p.add_argument("--reuse-baselines", type=Path, default=None, metavar="RESULTS_JSON",
                    help="reuse the HF rows of an earlier results.json of the same workload instead of re-running them")
+    p.add_argument("--system-timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop any system still running after this long; ratios against it become lower bounds")
     p.add_argument("--dtype", choices=("bfloat16", "float32", "float16"), default="bfloat16")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores this process may use)")
@@ -74,6 +76,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         model=model, dtype=args.dtype, device=args.device, threads=args.threads, workload=workload, engine=engine,
         hf=hf, systems=expand_systems(args.systems), warmup=args.warmup, weights_seed=args.weights_seed,
         cache_dir=args.cache_dir, out_dir=args.out, reuse_baselines=args.reuse_baselines,
+        system_timeout_s=args.system_timeout,
         preset="quick" if args.quick and not overrides else ("standard" if standard else "custom"),
     )
 

@@ -104,6 +104,8 @@ class BenchConfig(BaseModel):
     cache_dir: Path | None = Field(None, description="where random-weight shapes are built; None = user cache")
     out_dir: Path = Path("bench-out")
     reuse_baselines: Path | None = Field(None, description="results.json whose HF rows are reused if the workload matches")
+    system_timeout_s: float | None = Field(
+        None, gt=0, description="stop a system after this many seconds; ratios against it become lower bounds")
     preset: Literal["standard", "quick", "custom"] = "standard"
 
 

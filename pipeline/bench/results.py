@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipeline.bench.metrics import RequestRecord
 
-Status = Literal["ok", "skipped", "not_available", "error"]
+Status = Literal["ok", "skipped", "not_available", "error", "timeout"]
 Kind = Literal["baseline", "ladder"]
 
 SCHEMA_VERSION = 1
@@ -71,6 +71,9 @@ class SystemResult(BaseModel):
     per_request: dict[str, list[float | int | None]] | None = None
     agreement_vs_hf_generate_b4: dict[str, float] | None = None
     ratios: dict[str, dict[str, float]] = {}
+    # Against a baseline stopped by --system-timeout: its throughput was below workload tokens / limit, so these
+    # ratios are lower bounds (same keys as `ratios`).
+    ratios_at_least: dict[str, dict[str, float]] = {}
     reused_from: str | None = None
     notes: list[str] = []
 

@@ -34,16 +34,23 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
-def _run_worker(job: BenchJob, log_path: Path) -> tuple[SystemResult, list[list[int]]]:
-    """Run one system in a child process; its stdout/stderr go to `log_path`."""
+def _run_worker(job: BenchJob, log_path: Path, timeout_s: float | None = None) -> tuple[SystemResult, list[list[int]]]:
+    """Run one system in a child process; its stdout/stderr go to `log_path`. A child still running after
+    `timeout_s` is killed and recorded as a 'timeout' row with the limit as its wall time."""
     with tempfile.TemporaryDirectory(prefix="bench-job-") as tmp:
         job_path, row_path = Path(tmp) / "job.json", Path(tmp) / "row.json"
         job_path.write_text(job.model_dump_json())
         with open(log_path, "w") as log:
-            proc = subprocess.run(
-                [sys.executable, "-m", "pipeline.bench.worker", str(job_path), str(row_path)],
-                stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), cwd=str(_REPO_ROOT), check=False,
-            )
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "pipeline.bench.worker", str(job_path), str(row_path)],
+                    stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), cwd=str(_REPO_ROOT), check=False,
+                    timeout=timeout_s,
+                )
+            except subprocess.TimeoutExpired:
+                row = empty_row(job.system, "timeout", f"stopped after {timeout_s:.0f} s (--system-timeout) "
+                                                        "before finishing the workload")
+                return row.model_copy(update={"wall_s": timeout_s}), []
         if proc.returncode != 0 or not row_path.exists():
             tail = log_path.read_text()[-1500:] if log_path.exists() else ""
             row = empty_row(job.system, "error", f"worker exited with code {proc.returncode}; log tail:\n{tail}")
@@ -81,15 +88,24 @@ def _load_reused(path: Path, current: dict[str, Any]) -> tuple[dict[str, SystemR
     return rows, {k: v for k, v in tokens.items() if k in rows}
 
 
-def _ratios(rows: list[SystemResult]) -> None:
-    """Fill each ok row's throughput ratio against each ok baseline."""
+def _ratios(rows: list[SystemResult], workload: Workload) -> None:
+    """Fill each ok row's throughput ratio against each ok baseline, and lower bounds against baselines that were
+    stopped at the time limit (in that time they did less than the whole workload, so their rate was lower)."""
     base = {r.name: r for r in rows if r.name in BASELINES and r.status == "ok"}
+    stopped = {r.name: r for r in rows if r.name in BASELINES and r.status == "timeout" and r.wall_s}
+    totals = {"output_tokens_per_s": sum(r.output_len for r in workload.requests),
+              "total_tokens_per_s": sum(r.output_len + len(r.prompt_token_ids) for r in workload.requests),
+              "requests_per_s": len(workload.requests)}
     for row in rows:
         if row.status != "ok":
             continue
         row.ratios = {
             f"vs_{b}": {k: getattr(row, k) / getattr(brow, k) for k in _RATIO_KEYS if getattr(brow, k)}
             for b, brow in base.items() if b != row.name
+        }
+        row.ratios_at_least = {
+            f"vs_{b}": {k: getattr(row, k) / (totals[k] / brow.wall_s) for k in _RATIO_KEYS if getattr(row, k)}
+            for b, brow in stopped.items()
         }
 
 
@@ -105,6 +121,7 @@ def _headline(rows: list[SystemResult]) -> dict[str, Any]:
         "total_tokens_per_s": best.total_tokens_per_s,
         "mfu": best.mfu,
         **{f"ratio_{k}": v for k, v in best.ratios.items()},
+        **{f"ratio_at_least_{k}": v for k, v in best.ratios_at_least.items()},
     }
 
 
@@ -177,7 +194,7 @@ def run_bench(
         )
         t0 = time.perf_counter()
         with console.status(f"running {system}"):
-            row, toks = _run_worker(job, out_dir / "logs" / f"{system}.log")
+            row, toks = _run_worker(job, out_dir / "logs" / f"{system}.log", cfg.system_timeout_s)
         rows.append(row)
         if toks:
             tokens[system] = toks
@@ -188,7 +205,7 @@ def run_bench(
     for row in rows:
         if ref and row.name != "hf_generate_b4" and row.name in tokens:
             row.agreement_vs_hf_generate_b4 = agreement(ref, tokens[row.name])
-    _ratios(rows)
+    _ratios(rows, workload)
     results["systems"] = [r.model_dump(mode="json") for r in rows]
     results["headline"] = _headline(rows)
     results["total_bench_s"] = time.perf_counter() - t_start
