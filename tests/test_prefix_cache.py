@@ -51,6 +51,19 @@ def test_refcounts_lru_and_eviction_order():
     assert bm.stats.evictions == 2 and not bm.cached
 
 
+def test_fresh_blocks_are_reported_once():
+    """The runner zeroes a block the first time it is handed out; reused blocks already hold finite values."""
+    bm = BlockManager(num_blocks=4, block_size=2)
+    a = _seq([1, 2, 3])
+    _complete(bm, a)
+    assert sorted(bm.take_fresh_blocks()) == sorted(a.block_table) and bm.take_fresh_blocks() == []
+    bm.free_sequence(a)
+    b = _seq([5, 6, 7, 8, 9, 10, 11, 12])
+    assert bm.grow(b, 8)  # two reused blocks (one evicted from the cache) and two never used before
+    fresh = bm.take_fresh_blocks()
+    assert len(fresh) == 2 and set(fresh) == set(b.block_table) - {1, 2}
+
+
 def test_shared_prefix_prefilled_once(checkpoints):
     rng = random.Random(3)
     prefix = [0] + [rng.randrange(2, 384) for _ in range(47)]  # 48 tokens = 6 full blocks

@@ -35,11 +35,11 @@ def _decode_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     flat = table.reshape(-1)
     kg = k_cache.view(kv_heads, -1, block_size * dim).index_select(1, flat).view(kv_heads, rows, length, dim)
     vg = v_cache.view(kv_heads, -1, block_size * dim).index_select(1, flat).view(kv_heads, rows, length, dim)
-    qg = q.view(rows, kv_heads, num_heads // kv_heads, dim).permute(1, 0, 2, 3)  # [Hkv, G, group, D]
-    scores = torch.matmul(qg, kg.transpose(-1, -2)).float() * scale  # [Hkv, G, group, L]
+    qg = (q * scale).view(rows, kv_heads, num_heads // kv_heads, dim).permute(1, 0, 2, 3)  # [Hkv, G, group, D]
+    scores = torch.matmul(qg, kg.transpose(-1, -2))  # [Hkv, G, group, L], model dtype like the prefill path
     if mask is not None:
         scores.masked_fill_(~mask[None, :, None, :], float("-inf"))
-    probs = scores.softmax(-1).to(q.dtype)
+    probs = scores.softmax(-1)
     out = torch.matmul(probs, vg)  # [Hkv, G, group, D]
     return out.permute(1, 0, 2, 3).reshape(rows, num_heads, dim)
 
