@@ -27,6 +27,15 @@ class PrefillSegment:
     context_len: int
     kv_slots: torch.Tensor | None  # [context_len + length] slots, None when there is no cached context
     mask: torch.Tensor | None  # [length, context_len + length] bool, None when plain causal suffices
+    _causal: torch.Tensor | None = field(default=None, repr=False, compare=False)
+
+    def causal_mask(self, device: torch.device) -> torch.Tensor:
+        """[length, context_len + length] bool, True where a query may attend: for backends that need the
+        causal-after-context mask spelled out. Built on first use and shared by every layer of the step."""
+        if self._causal is None:
+            q_pos = torch.arange(self.context_len, self.context_len + self.length, device=device)[:, None]
+            self._causal = torch.arange(self.context_len + self.length, device=device)[None, :] <= q_pos
+        return self._causal
 
 
 @dataclass

@@ -119,7 +119,5 @@ def _prefill_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: to
     elif p.context_len == 0:
         o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale)
     else:  # causal after cached context: SDPA's is_causal aligns to the top-left, so spell the mask out
-        q_pos = torch.arange(p.context_len, p.context_len + p.length, device=q.device)[:, None]
-        mask = torch.arange(p.context_len + p.length, device=q.device)[None, :] <= q_pos
-        o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, scale=scale)
+        o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=p.causal_mask(q.device), scale=scale)
     return o.squeeze(0).transpose(0, 1)

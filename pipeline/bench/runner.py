@@ -93,8 +93,8 @@ def _ratios(rows: list[SystemResult], workload: Workload) -> None:
     stopped at the time limit (in that time they did less than the whole workload, so their rate was lower)."""
     base = {r.name: r for r in rows if r.name in BASELINES and r.status == "ok"}
     stopped = {r.name: r for r in rows if r.name in BASELINES and r.status == "timeout" and r.wall_s}
-    totals = {"output_tokens_per_s": sum(r.output_len for r in workload.requests),
-              "total_tokens_per_s": sum(r.output_len + len(r.prompt_token_ids) for r in workload.requests),
+    totals = {"output_tokens_per_s": workload.total_output_tokens,
+              "total_tokens_per_s": workload.total_output_tokens + workload.total_prompt_tokens,
               "requests_per_s": len(workload.requests)}
     for row in rows:
         if row.status != "ok":
