@@ -93,7 +93,7 @@ def snippet_rows(rows: list[dict], rng: random.Random, keep: float = 0.1) -> lis
         digits = "".join(ch for ch in (gold.get("amount") or "") if ch.isdigit())
         acct = gold.get("account") or ""
         kept = []
-        for i, line in enumerate(lines):
+        for line in lines:
             flat = line.replace(" ", "")
             dated = year in line and (re.search(r"(?i)date|issued|published", line) or rng.random() < 0.2)
             hit = (bool(TITLE.search(line)) or any(n in line for n in needles) or dated or (acct and acct in flat)
@@ -244,10 +244,7 @@ def main() -> None:
     ap.add_argument("--snippet-steps", type=int, default=0,
                     help="curriculum: before this step, batches come from short document snippets with falling probability")
     ap.add_argument("--copy-init", action="store_true", help="start from a hand-built copy circuit (copy_init.py)")
-    ap.add_argument("--freeze-prev-heads", action="store_true",
-                    help="keep layer 0's attention (the previous-token heads) fixed; implied by --copy-init")
     ap.add_argument("--rope-theta", type=float, default=1e6)
-    ap.add_argument("--init-from", type=Path, default=None, help="continue from this checkpoint's weights")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -270,13 +267,10 @@ def main() -> None:
         log(f"{len(snippets)} snippet examples, mean {sum(len(e[0]) for e in snippets) / len(snippets):.0f} tokens")
 
     model = build_model(tok, args)
-    if args.init_from:
-        model = LlamaForCausalLM.from_pretrained(args.init_from, dtype=torch.float32)
-    elif args.copy_init:
+    if args.copy_init:
         import copy_init  # noqa: PLC0415 - sibling script module
 
         copy_init.apply_copy_circuit(model, seed=args.seed)
-    if args.copy_init or args.freeze_prev_heads:
         for p in model.model.layers[0].self_attn.parameters():  # keep the previous-token heads intact
             p.requires_grad_(False)
     n_params = sum(p.numel() for p in model.parameters())
