@@ -34,10 +34,16 @@ class WorkItem:
     max_tokens: int
     truncated: bool = False
     original_tokens: int = 0
+    visible_chars: int | None = None  # characters of the document text left in the prompt (None: all)
 
     @property
     def n_tokens(self) -> int:
         return len(self.prompt_token_ids)
+
+    @property
+    def visible_text(self) -> str:
+        """The part of the document text the model is shown (all of it unless truncated)."""
+        return self.unit.text if self.visible_chars is None else self.unit.text[:self.visible_chars]
 
 
 @dataclass
@@ -61,11 +67,12 @@ class PreparedRequests:
         return sum(len(b.items) for b in self.buckets)
 
 
-def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[int], bool, int]:
+def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[int], bool, int, int | None]:
+    """(prompt ids, truncated?, untruncated token count, characters of the text kept when truncated)."""
     ids = tokenizer.encode(unit.render())
     full = len(ids)
     if full <= budget:
-        return ids, False, full
+        return ids, False, full, None
     if unit.kind != "document":
         raise ValueError(f"window prompt has {full} tokens; the budget is {budget}")
     if len(tokenizer.encode(unit.render(""))) > budget:
@@ -84,7 +91,7 @@ def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[in
         else:
             hi = mid
     ids = tokenizer.encode(unit.render(text[:lo]))
-    return ids, True, full
+    return ids, True, full, lo
 
 
 def prepare_requests(
@@ -101,14 +108,14 @@ def prepare_requests(
     for unit in units:
         mt = max_tokens[unit.kind]
         try:
-            ids, truncated, full = _fit(unit, tokenizer, max_model_len - mt)
+            ids, truncated, full, chars = _fit(unit, tokenizer, max_model_len - mt)
         except Exception as exc:
             out.errors.append(ErrorRecord(row_id=unit.row_id, unit=Unit.DOCUMENT if unit.kind == "document" else Unit.WINDOW,
                                           source_file=unit.source_file, stage=Stage.PREPARE, error_class="PromptTooLong"
                                           if isinstance(exc, ValueError) else "InternalError",
                                           message=str(exc), n_rows=unit.n_rows))
             continue
-        items.setdefault(unit.kind, []).append(WorkItem(unit, ids, mt, truncated, full))
+        items.setdefault(unit.kind, []).append(WorkItem(unit, ids, mt, truncated, full, chars))
     for kind in sorted(items):
         ordered = sorted(items[kind], key=lambda w: (w.n_tokens, w.unit.row_id))
         current: list[WorkItem] = []

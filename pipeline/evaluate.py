@@ -3,8 +3,9 @@
 The gold set (data/eval, generated with a seed never used in training) holds PDFs with gold
 extractions and canonical transactions with gold window summaries. Documents go through the
 same text path as ingestion (pypdf -> pipeline.pdf_text -> pipeline.prompts); windows through
-pipeline.windows. Decoding is greedy and schema-constrained via the engine's public API;
-outputs are validated with pydantic. Image-only documents need OCR and are not scored.
+pipeline.windows. Decoding is greedy and schema-constrained via the engine's public API, with
+document dates, amounts and accounts grounded in the document's text as in `pipeline run`
+(`--no-grounding` measures the model alone); outputs are validated with pydantic. Image-only documents need OCR and are not scored.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from schemas import AccountWindowSummary, DocumentExtraction, constrained_json_schema
+from pipeline.validate import decoding_schema
+from schemas import AccountWindowSummary, DocumentExtraction
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 DEFAULT_EVAL_DIR = DATA_DIR / "eval"
@@ -36,6 +38,7 @@ class EvalItem:
     prompt: str
     gold: dict[str, Any]
     model: type[BaseModel]
+    document_text: str | None = None  # documents: the text in the prompt (grounding scans it)
 
 
 @dataclass
@@ -106,7 +109,7 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
     items = []
     for d in docs_meta:
         text = document_text(page_texts(PdfReader(eval_dir / d["file"])))
-        items.append(EvalItem(d["id"], "document", render_document_prompt(text), d["gold"], DocumentExtraction))
+        items.append(EvalItem(d["id"], "document", render_document_prompt(text), d["gold"], DocumentExtraction, text))
 
     import pyarrow.parquet as pq
 
@@ -170,10 +173,12 @@ def compare_reports(report: dict[str, Any], baseline: dict[str, Any]) -> dict[st
 
 def run_eval(model_dir: str | Path | None = None, quantization: str | None = None, json_path: str | Path | None = None,
              limit: int | None = None, eval_dir: str | Path | None = None, backend: str = "engine",
-             progress: bool = False, compare_to: str | Path | None = None) -> dict[str, Any]:
+             progress: bool = False, compare_to: str | Path | None = None, grounding: bool = True) -> dict[str, Any]:
     """Score the model on the gold set; returns (and optionally writes) the JSON report.
 
-    `compare_to` names an earlier JSON report (say, the default precision) to diff this run's outputs against."""
+    `compare_to` names an earlier JSON report (say, the default precision) to diff this run's outputs against.
+    `grounding` (engine backend) narrows document dates, amounts and accounts to the values each document
+    prints, as `pipeline run` does; off, the model alone is measured under the plain schema."""
     from tokenizers import Tokenizer
 
     model_dir = Path(model_dir) if model_dir else DEFAULT_MODEL_DIR
@@ -185,10 +190,10 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     items, skipped = load_items(eval_dir, limit)
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     token_ids = [tok.encode(it.prompt).ids for it in items]
-    schemas = {m: constrained_json_schema(m) for m in (DocumentExtraction, AccountWindowSummary)}
+    schemas = [decoding_schema(it.kind, it.document_text if grounding else None) for it in items]
     start = time.perf_counter()
     if backend == "engine":
-        texts, extra = _generate_engine(model_dir, token_ids, [schemas[it.model] for it in items], quantization, progress)
+        texts, extra = _generate_engine(model_dir, token_ids, schemas, quantization, progress)
     elif backend == "hf":
         texts, extra = _generate_hf(model_dir, token_ids, progress)
     else:
@@ -198,7 +203,8 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     for item, text in zip(items, texts):
         scores.add(item, text)
     report = {
-        "model_dir": str(model_dir), "quantization": quantization, "backend": backend, "eval_dir": str(eval_dir),
+        "model_dir": str(model_dir), "quantization": quantization, "backend": backend,
+        "grounding": grounding and backend == "engine", "eval_dir": str(eval_dir),
         "n_documents": scores.count["document"], "n_windows": scores.count["window"],
         "skipped_needs_ocr": skipped, "generation_seconds": round(elapsed, 2), **scores.report(), **extra,
         "outputs": {item.id: text for item, text in zip(items, texts)},
@@ -241,7 +247,7 @@ def render_report(report: dict[str, Any]) -> None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
-                      progress=not args.no_progress, compare_to=args.compare_to)
+                      progress=not args.no_progress, compare_to=args.compare_to, grounding=not args.no_grounding)
     render_report(report)
     return 0
 
@@ -259,6 +265,9 @@ def register(subparsers: Any) -> None:
                    help="engine (constrained, default) or hf (transformers greedy, unconstrained reference)")
     p.add_argument("--compare-to", default=None, metavar="REPORT_JSON",
                    help="an earlier --json report: print the accuracy delta and the share of identical outputs")
+    p.add_argument("--no-grounding", action="store_true",
+                   help="decode date, amount and account from the plain schema patterns instead of the values each"
+                        " document prints (measures the model alone; `pipeline run` always grounds)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_eval)
 

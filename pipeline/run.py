@@ -125,21 +125,25 @@ class BucketResult:
     seconds: float = 0.0
 
 
-def _params(kind: str, max_tokens: int) -> Any:
+def _params(kind: str, max_tokens: int, document_text: str | None = None) -> Any:
     from engine import SamplingParams
 
-    return SamplingParams(max_tokens=max_tokens, temperature=0.0, json_schema=decoding_schema(kind))
+    return SamplingParams(max_tokens=max_tokens, temperature=0.0, json_schema=decoding_schema(kind, document_text))
 
 
 def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progress: Any = None) -> Iterator[BucketResult]:
     """Run buckets through the engine one at a time (greedy, schema-constrained), validating each
-    completion as it streams in. `progress` (optional) gets `.update(n_items, n_tokens)`."""
+    completion as it streams in. A document's date, amount and account may only take values the
+    text in its prompt prints (`pipeline.grounding`). `progress` (optional) gets `.update(n_items, n_tokens)`."""
     params_cache: dict[tuple[str, int], Any] = {}
     for bucket in buckets:
         t0 = time.perf_counter()
         res = BucketResult(bucket.bucket_id, bucket.kind)
         params = []
         for item in bucket.items:
+            if item.unit.kind == "document":
+                params.append(_params(item.unit.kind, item.max_tokens, item.visible_text))
+                continue
             key = (item.unit.kind, item.max_tokens)
             if key not in params_cache:
                 params_cache[key] = _params(*key)

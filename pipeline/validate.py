@@ -21,11 +21,19 @@ def output_model(kind: str) -> type[BaseModel]:
     return DocumentExtraction if kind == "document" else AccountWindowSummary
 
 
-def decoding_schema(kind: str) -> dict[str, Any]:
-    """JSON schema handed to the engine (SamplingParams.json_schema) for this kind of request."""
+def decoding_schema(kind: str, document_text: str | None = None) -> dict[str, Any]:
+    """JSON schema handed to the engine (SamplingParams.json_schema) for this kind of request.
+
+    With `document_text`, a document's date, amount and account are narrowed to the values that
+    text prints (`pipeline.grounding`)."""
     from schemas import constrained_json_schema
 
-    return constrained_json_schema(output_model(kind))
+    schema = constrained_json_schema(output_model(kind))
+    if kind == "document" and document_text is not None:
+        from pipeline.grounding import document_candidates, grounded_schema
+
+        schema = grounded_schema(schema, document_candidates(document_text))
+    return schema
 
 
 def _short(exc: ValidationError) -> str:

@@ -1,0 +1,137 @@
+"""Grounded extraction: a date, amount or account the model emits must be one the document prints.
+
+A small model copies long digit runs imperfectly (an IBAN drifts into repeated digits, an amount
+borrows digits from a nearby reference). Those are hallucinations no schema pattern can catch, and
+in a financial pipeline a plausible-looking wrong IBAN is worse than a null. So, per document,
+the pipeline scans the prompt's text for every value of these kinds that it prints, rewrites each
+to the canonical form the schema asks for (ISO date, plain decimal, IBAN without spaces), and
+narrows the field's decoding schema to that list (an `enum`). The model still decides which value
+is the right one — the constraint only rules out values the document never states. A field with
+no candidate in the text keeps its plain pattern, so nothing the model could say before is lost
+on documents the scanner does not understand.
+
+The engine stays unaware of this: it receives an ordinary JSON schema per request.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable
+from datetime import date
+from typing import Any
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+          "october", "november", "december")
+_MONTH_NAME = r"(?P<mon>(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?)"
+_DATE_RES = (
+    re.compile(r"(?<!\d)(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})(?!\d)"),
+    re.compile(r"(?<![\d.])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})(?!\d)"),
+    re.compile(rf"(?<!\d)(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\.?[ -]{_MONTH_NAME}[ -,]*(?P<y>\d{{4}})(?!\d)", re.I),
+    re.compile(rf"\b{_MONTH_NAME} (?P<d>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y>\d{{4}})(?!\d)", re.I),
+)
+# d/m/y or m/d/y: ambiguous on its own, so both readings that are real dates become candidates.
+_SLASH_DATE = re.compile(r"(?<!\d)(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4})(?!\d)")
+
+# An amount with exactly two decimals; thousands grouped by one separator that differs from the
+# decimal mark. Matched at every start position (lookahead) so "12 345,67" also yields "345,67".
+_AMOUNT = re.compile(
+    r"(?=(?<![\w.,\-\u2212])(?P<sign>[-\u2212] ?)?(?P<int>\d{1,3}(?:(?P<grp>[,. \u00a0'])\d{3})(?:(?P=grp)\d{3})*|\d+)"
+    r"(?P<dec>[.,])(?P<frac>\d{2})(?!\d|[.,]\d))"
+)
+# Grouped IBANs may wrap onto the next line in extracted PDF text; both readings are kept.
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ \n]?[A-Z0-9]{4}){2,7}(?:[ \n]?[A-Z0-9]{1,4})?\b")
+_ACCOUNT_TOKEN = re.compile(r"(?<![\w/-])[A-Z0-9][A-Z0-9-]{3,33}(?![\w/-])")
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _iso(y: int, m: int, d: int) -> str | None:
+    try:
+        return date(y, m, d).isoformat()
+    except ValueError:
+        return None
+
+
+def _month(name: str) -> int | None:
+    """1-12 for an English month name or abbreviation ("Mar", "Sept.", "march")."""
+    key = name.lower().rstrip(".")
+    return next((i for i, full in enumerate(MONTHS, start=1) if len(key) >= 3 and full.startswith(key)), None)
+
+
+def date_candidates(text: str) -> list[str]:
+    """ISO form of every date the text prints (ISO, d.m.y, "5 Mar 2024", "March 5, 2024", d/m/y)."""
+    found: list[tuple[int, str]] = []
+    for rx in _DATE_RES:
+        for m in rx.finditer(text):
+            g = m.groupdict()
+            month = _month(g["mon"]) if g.get("mon") else int(g["m"])
+            iso = _iso(int(g["y"]), month, int(g["d"])) if month else None
+            if iso:
+                found.append((m.start(), iso))
+    for m in _SLASH_DATE.finditer(text):
+        a, b, y = int(m["a"]), int(m["b"]), int(m["y"])
+        for iso in (_iso(y, b, a), _iso(y, a, b)):
+            if iso:
+                found.append((m.start(), iso))
+    return _unique(iso for _, iso in sorted(found, key=lambda t: t[0]))
+
+
+def amount_candidates(text: str) -> list[str]:
+    """Plain-decimal form ("-1234.50") of every two-decimal amount the text prints, whatever its locale."""
+    out = []
+    for m in _AMOUNT.finditer(text):
+        grp, dec = m["grp"], m["dec"]
+        if grp and grp in ".," and grp == dec:
+            continue  # "1.234.56" is not an amount
+        whole = re.sub(r"[^\d]", "", m["int"])
+        out.append(f"{'-' if m['sign'] else ''}{int(whole)}.{m['frac']}")
+    return _unique(out)
+
+
+def account_candidates(text: str) -> list[str]:
+    """IBANs (printed grouped or compact) without spaces, plus every account-like token (five digits or more)
+    printed verbatim."""
+    ibans = []
+    for m in _IBAN.finditer(text):
+        ibans.append(re.sub(r"\s", "", m.group(0)))
+        if "\n" in m.group(0):
+            ibans.append(m.group(0).split("\n")[0].replace(" ", ""))
+    tokens = [t for t in _ACCOUNT_TOKEN.findall(text) if sum(c.isdigit() for c in t) >= 5]
+    return _unique(ibans + tokens)
+
+
+CANDIDATE_FIELDS = {"date": date_candidates, "amount": amount_candidates, "account": account_candidates}
+"""Document fields whose decoding is narrowed to values found in the text, and their scanners."""
+
+
+def document_candidates(text: str) -> dict[str, list[str]]:
+    return {name: scan(text) for name, scan in CANDIDATE_FIELDS.items()}
+
+
+def _narrow(prop: dict[str, Any], values: list[str]) -> dict[str, Any]:
+    """`prop` with its string branch replaced by an enum of the values its pattern accepts."""
+    branches = prop["anyOf"] if "anyOf" in prop else [prop]
+    out = []
+    for branch in branches:
+        if branch.get("type") == "string" and "enum" not in branch:
+            pattern = branch.get("pattern")
+            kept = [v for v in values if pattern is None or re.search(pattern, v)]
+            lo, hi = branch.get("minLength", 0), branch.get("maxLength", 10**9)
+            kept = [v for v in kept if lo <= len(v) <= hi]
+            if not kept:
+                return prop
+            branch = {"type": "string", "enum": kept}
+        out.append(branch)
+    return {"anyOf": out} if "anyOf" in prop else out[0]
+
+
+def grounded_schema(schema: dict[str, Any], candidates: dict[str, list[str]]) -> dict[str, Any]:
+    """Copy of a decoding schema whose candidate fields only admit the given values (or null where allowed)."""
+    out = copy.deepcopy(schema)
+    for name, values in candidates.items():
+        if name in out["properties"] and values:
+            out["properties"][name] = _narrow(out["properties"][name], values)
+    return out

@@ -1,0 +1,124 @@
+"""Grounded extraction: candidates scanned from document text, and decoding narrowed to them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pipeline.bucketing import prepare_requests
+from pipeline.grounding import account_candidates, amount_candidates, date_candidates, grounded_schema
+from pipeline.run import infer
+from pipeline.validate import decoding_schema
+from pipeline.work import WorkUnit
+from schemas import DocumentExtraction
+from tests.helpers.fake_llm import ByteTokenizer, FakeLLM
+
+TEXT = """Northwind Bank AG
+Statement date 05.03.2024 Period: 1 Feb 2024 - February 29, 2024
+Opening balance EUR 1.234,50  Fees -12.00 Interest 7 654,32
+Closing balance USD 12,345.67 and 987.65 and -1,000.00
+Reference AS-2024-77556 Client account ACC-1234567
+IBAN DE89 3704 0044 0532 0130
+00, BIC COBADEFFXXX, also NL91ABNA0417164300
+Not amounts: 1.234.56 v1.2 12.345 3,5
+"""
+
+
+def test_dates_in_every_printed_style_become_iso() -> None:
+    got = date_candidates(TEXT + "due 3rd March 2024, on 2024-04-30, bogus 31.02.2024, 07/08/2024")
+    assert got[:3] == ["2024-03-05", "2024-02-01", "2024-02-29"]
+    assert {"2024-03-03", "2024-04-30", "2024-08-07", "2024-07-08"} <= set(got)
+    assert not any(d.startswith("2024-02-31") for d in got)
+
+
+def test_amounts_in_every_locale_become_plain_decimals() -> None:
+    got = amount_candidates(TEXT)
+    for want in ("1234.50", "-12.00", "7654.32", "12345.67", "987.65", "-1000.00"):
+        assert want in got
+    assert "654.32" in got  # a space-grouped number is also read from its last group: the model decides
+    assert not {"1234.56", "234.56", "12.34", "345.00", "5.03"} & set(got)  # "05.03.2024" is a date
+    assert not {"12.00", "1000.00"} & set(got), "a printed sign belongs to the amount"
+
+
+def test_accounts_compact_ibans_even_when_wrapped_and_keep_account_tokens() -> None:
+    got = account_candidates(TEXT)
+    assert "DE89370400440532013000" in got and "DE893704004405320130" in got  # wrapped line: both readings
+    assert {"NL91ABNA0417164300", "ACC-1234567", "AS-2024-77556"} <= set(got)
+    assert not {"COBADEFFXXX", "2024", "3704"} & set(got)  # fewer than five digits: not an account token
+
+
+def test_grounded_schema_narrows_only_the_string_branch() -> None:
+    plain = decoding_schema("document")
+    schema = grounded_schema(plain, {"date": ["2024-03-05", "not a date"], "amount": [], "account": ["DE89370400440532013000"]})
+    assert schema["properties"]["date"] == {"type": "string", "enum": ["2024-03-05"]}  # pattern filters candidates
+    assert schema["properties"]["amount"] == plain["properties"]["amount"]  # nothing found: plain pattern
+    account = schema["properties"]["account"]["anyOf"]
+    assert {"type": "string", "enum": ["DE89370400440532013000"]} in account and {"type": "null"} in account
+    assert plain == decoding_schema("document"), "the plain schema must not be modified"
+    assert grounded_schema(plain, {"date": ["bad"]})["properties"]["date"] == plain["properties"]["date"]
+
+
+def test_windows_are_never_grounded() -> None:
+    assert decoding_schema("window", "DE89370400440532013000") == decoding_schema("window")
+
+
+def test_constrained_decoding_only_emits_printed_values(tmp_path: Path) -> None:
+    """Random logits under the grounded schema: every date, amount and account is a scanned value (or null)."""
+    from tokenizers import Tokenizer
+
+    from engine.structured import StructuredOutputBackend
+    from tests.helpers.checkpoints import build_tokenizer
+
+    build_tokenizer(tmp_path)
+    tok = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    vocab, eos = tok.get_vocab_size(), 1
+    backend = StructuredOutputBackend(tmp_path / "tokenizer.json", vocab, [eos], num_threads=1)
+    schema = decoding_schema("document", TEXT)
+    gen = torch.Generator().manual_seed(0)
+    seen = set()
+    for _ in range(6):
+        matcher = backend.new_matcher(schema)
+        mask = backend.allocate_mask(1)
+        out: list[int] = []
+        while not out or out[-1] != eos:
+            assert len(out) < 400, "generation did not finish"
+            logits = torch.randn(1, vocab, generator=gen)
+            matcher.fill_allowed(mask, 0)
+            backend.apply_mask(logits, mask)
+            tid = int(logits.argmax())
+            matcher.accept(tid)
+            out.append(tid)
+        obj = DocumentExtraction.model_validate(json.loads(tok.decode(out[:-1])))
+        assert obj.date in date_candidates(TEXT)
+        assert obj.amount is None or obj.amount in amount_candidates(TEXT)
+        assert obj.account is None or obj.account in account_candidates(TEXT)
+        seen.add((obj.date, obj.amount, obj.account))
+    assert len(seen) > 1, "random logits should reach different candidates"
+
+
+class _RecordingLLM(FakeLLM):
+    def __init__(self) -> None:
+        super().__init__()
+        self.schemas: list[dict[str, Any]] = []
+
+    def generate_stream(self, prompts: list[list[int]], params: Any, progress: bool = True):
+        self.schemas.extend(p.json_schema for p in params)
+        yield from super().generate_stream(prompts, params, progress)
+
+
+def test_pipeline_grounds_each_document_in_the_text_its_prompt_shows() -> None:
+    tail = " Total EUR 99.99"  # beyond the truncation point: the model never sees it
+    units = [WorkUnit(row_id="d0", kind="document", source_files=["a.pdf"], text=TEXT),
+             WorkUnit(row_id="d1", kind="document", source_files=["b.pdf"], text="x" * 3000 + tail)]
+    prep = prepare_requests(units, ByteTokenizer(), 1024, {"document": 20, "window": 20})
+    llm = _RecordingLLM()
+    list(infer(llm, prep.buckets, run_fields={}))
+    assert len(llm.schemas) == 2
+    grounded = [s for s in llm.schemas if "enum" in json.dumps(s["properties"]["amount"])]
+    assert len(grounded) == 1
+    assert {"type": "string", "enum": amount_candidates(TEXT)} in grounded[0]["properties"]["amount"]["anyOf"]
+    truncated = next(s for s in llm.schemas if s is not grounded[0])
+    assert truncated == decoding_schema("document")  # nothing scannable in the visible part, 99.99 is cut off
