@@ -3,7 +3,7 @@
 Public API: `LLM`, `SamplingParams`, `RequestOutput`. The engine knows nothing about documents or orchestration.
 """
 
-from engine.threads import configure_cpu_threads
+from engine.cpu_runtime import configure_cpu_threads
 
 configure_cpu_threads()
 

@@ -14,6 +14,7 @@ import torch
 from engine.block_manager import BlockManager
 from engine.config import GiB, EngineConfig
 from engine.core import EngineCore
+from engine.cpu_runtime import keep_freed_memory
 from engine.errors import ModelLoadError
 from engine.model_runner import ModelRunner
 from engine.models.config import ModelConfig, load_model_config
@@ -114,6 +115,7 @@ class LLM:
         self.tokenizer = Tokenizer(model_path)
         self.device = _resolve_device(self.config.device)
         self.dtype = _resolve_dtype(self.config.dtype, cfg, self.device)
+        self.cpu_allocator_tuned = self.device.type == "cpu" and keep_freed_memory()
         self.max_model_len = self.config.max_model_len or cfg.max_position_embeddings
         if self.max_model_len > cfg.max_position_embeddings:
             raise ValueError(
@@ -182,6 +184,7 @@ class LLM:
             "enable_prefix_caching": c.enable_prefix_caching,
             "quantization": c.quantization,
             "kernels": self.kernels.backend,
+            "cpu_allocator_tuned": self.cpu_allocator_tuned,
             "seed": c.seed,
         }
 

@@ -154,3 +154,9 @@ def test_missing_shard(checkpoints, tmp_path):
     next(d.glob("model-00002-*.safetensors")).unlink()
     with pytest.raises(ModelLoadError, match="shard"):
         LLM(d)
+
+
+def test_config_summary_reports_cpu_allocator_tuning(llm):
+    summary = llm.config_summary()
+    assert isinstance(summary["cpu_allocator_tuned"], bool)
+    assert summary["cpu_allocator_tuned"] is False or summary["device"] == "cpu"
