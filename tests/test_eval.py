@@ -50,6 +50,8 @@ def test_register_adds_eval_subcommand():
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["eval", "--limit", "3", "--quantization", "int8", "--json", "x.json"])
     assert (args.limit, args.quantization, args.json, args.backend) == (3, "int8", "x.json", "engine")
+    assert args.no_grounding is False
+    assert parser.parse_args(["eval", "--no-grounding"]).no_grounding is True
 
 
 @pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "model.safetensors").is_file(), reason="demo model not trained yet")
@@ -61,8 +63,11 @@ def test_eval_smoke(tmp_path: Path):
     assert 0.0 <= report["overall_accuracy"] <= 1.0
     assert report["n_documents"] == 3 and report["n_windows"] == 3
     assert report["schema_validity"] == 1.0  # constrained decoding
+    assert report["grounding"] is True  # as in `pipeline run`
     assert {"document.amount", "window.flags"} <= set(report["fields"])
     assert len(saved["outputs"]) == 6
     again = run_eval(limit=3, compare_to=out)  # greedy and seeded: the same outputs again
     assert again["comparison"]["identical_share"] == 1.0
     assert again["comparison"]["accuracy_delta_points"] == 0.0
+    alone = run_eval(limit=3, grounding=False)
+    assert alone["grounding"] is False and alone["schema_validity"] == 1.0
