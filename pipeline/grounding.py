@@ -26,12 +26,13 @@ MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augus
 _MONTH_NAME = r"(?P<mon>(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?)"
 _DATE_RES = (
     re.compile(r"(?<!\d)(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})(?!\d)"),
-    re.compile(r"(?<![\d.])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})(?!\d)"),
+    re.compile(r"(?<!\d)(?P<y>\d{4})[/.](?P<m>\d{1,2})[/.](?P<d>\d{1,2})(?!\d|[/.]\d)"),
+    re.compile(r"(?<![\d.])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4})(?!\d|\.\d)"),
     re.compile(rf"(?<!\d)(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\.?[ -]{_MONTH_NAME}[ -,]*(?P<y>\d{{4}})(?!\d)", re.I),
     re.compile(rf"\b{_MONTH_NAME} (?P<d>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y>\d{{4}})(?!\d)", re.I),
 )
-# d/m/y or m/d/y: ambiguous on its own, so both readings that are real dates become candidates.
-_SLASH_DATE = re.compile(r"(?<!\d)(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4})(?!\d)")
+# d/m/y or m/d/y (also with dashes): ambiguous on its own, so both readings that are real dates are kept.
+_SLASH_DATE = re.compile(r"(?<![\d/-])(?P<a>\d{1,2})(?P<sep>[/-])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4})(?!\d)")
 
 # An amount with exactly two decimals; thousands grouped by one separator that differs from the
 # decimal mark. Matched at every start position (lookahead) so "12 345,67" also yields "345,67".
@@ -40,6 +41,10 @@ _AMOUNT = re.compile(
     r"(?P<dec>[.,])(?P<frac>\d{2})(?!\d|[.,]\d))"
 )
 # Grouped IBANs may wrap onto the next line in extracted PDF text; both readings are kept.
+# A whole amount without decimals counts only next to a currency code or symbol ("EUR 1,200", "$950").
+_CCY = r"(?:\b[A-Z]{3}|[$\u20ac\u00a3\u00a5])"
+_WHOLE = r"(?P<sign>[-\u2212] ?)?(?P<int>\d{1,3}(?:(?P<grp>[,. \u00a0'])\d{3})(?:(?P=grp)\d{3})*|\d+)(?![\d]|[.,]\d)"
+_WHOLE_AMOUNT = (re.compile(rf"{_CCY} ?{_WHOLE}"), re.compile(rf"(?<![\w.,\-\u2212]){_WHOLE} ?{_CCY}\b"))
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ \n]?[A-Z0-9]{4}){2,7}(?:[ \n]?[A-Z0-9]{1,4})?\b")
 _ACCOUNT_TOKEN = re.compile(r"(?<![\w/-])[A-Z0-9][A-Z0-9-]{3,33}(?![\w/-])")
 
@@ -62,7 +67,7 @@ def _month(name: str) -> int | None:
 
 
 def date_candidates(text: str) -> list[str]:
-    """ISO form of every date the text prints (ISO, d.m.y, "5 Mar 2024", "March 5, 2024", d/m/y)."""
+    """ISO form of every date the text prints (ISO, y/m/d, d.m.y, "5 Mar 2024", "March 5, 2024", d/m/y, d-m-y)."""
     found: list[tuple[int, str]] = []
     for rx in _DATE_RES:
         for m in rx.finditer(text):
@@ -79,16 +84,22 @@ def date_candidates(text: str) -> list[str]:
     return _unique(iso for _, iso in sorted(found, key=lambda t: t[0]))
 
 
+def _plain(sign: str | None, whole: str, frac: str) -> str:
+    return f"{'-' if sign else ''}{int(re.sub(r'[^0-9]', '', whole))}.{frac}"
+
+
 def amount_candidates(text: str) -> list[str]:
-    """Plain-decimal form ("-1234.50") of every two-decimal amount the text prints, whatever its locale."""
-    out = []
+    """Plain-decimal form ("-1234.50") of every amount the text prints, whatever its locale: any number with two
+    decimals, and whole numbers printed next to a currency ("EUR 1.200" -> "1200.00")."""
+    found: list[tuple[int, str]] = []
     for m in _AMOUNT.finditer(text):
         grp, dec = m["grp"], m["dec"]
         if grp and grp in ".," and grp == dec:
             continue  # "1.234.56" is not an amount
-        whole = re.sub(r"[^\d]", "", m["int"])
-        out.append(f"{'-' if m['sign'] else ''}{int(whole)}.{m['frac']}")
-    return _unique(out)
+        found.append((m.start(), _plain(m["sign"], m["int"], m["frac"])))
+    for rx in _WHOLE_AMOUNT:
+        found.extend((m.start("int"), _plain(m["sign"], m["int"], "00")) for m in rx.finditer(text))
+    return _unique(value for _, value in sorted(found, key=lambda t: t[0]))
 
 
 def account_candidates(text: str) -> list[str]:

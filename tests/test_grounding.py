@@ -34,6 +34,16 @@ def test_dates_in_every_printed_style_become_iso() -> None:
     assert not any(d.startswith("2024-02-31") for d in got)
 
 
+def test_slash_dash_and_year_first_dates() -> None:
+    got = date_candidates("paid 2024/03/05. Booked 05-03-2024; build 1.2.2024.1 is a version, not a date")
+    assert got == ["2024-03-05", "2024-05-03"]  # d-m-y is ambiguous: both readings are kept
+
+
+def test_whole_amounts_count_only_next_to_a_currency() -> None:
+    got = amount_candidates("Total EUR 1,200 and $950, 3.500 USD, USD -2 000; 42 items in 2024")
+    assert got == ["1200.00", "950.00", "3500.00", "-2000.00"]
+
+
 def test_amounts_in_every_locale_become_plain_decimals() -> None:
     got = amount_candidates(TEXT)
     for want in ("1234.50", "-12.00", "7654.32", "12345.67", "987.65", "-1000.00"):
