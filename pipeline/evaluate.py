@@ -5,7 +5,8 @@ extractions and canonical transactions with gold window summaries. Documents go 
 same text path as ingestion (pypdf -> pipeline.pdf_text -> pipeline.prompts); windows through
 pipeline.windows. Decoding is greedy and schema-constrained via the engine's public API, with
 document dates, amounts and accounts grounded in the document's text as in `pipeline run`
-(`--no-grounding` measures the model alone); outputs are validated with pydantic. Image-only documents need OCR and are not scored.
+(`--no-grounding` measures the model alone); outputs are validated with pydantic. Image-only
+documents need OCR and are not scored.
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ def render_report(report: dict[str, Any]) -> None:
     console = Console()
     console.print(table)
     console.print(f"backend {report['backend']}, quantization {report['quantization']}, "
-                  f"generation {report['generation_seconds']} s")
+                  f"grounding {'on' if report.get('grounding') else 'off'}, generation {report['generation_seconds']} s")
     if "comparison" in report:
         c = report["comparison"]
         console.print(f"vs {c['baseline_model_dir']} (quantization {c['baseline_quantization']}): accuracy "
