@@ -27,9 +27,6 @@ from transformers import LlamaForCausalLM
 
 CONTENT_PAIRS = range(9, 16)  # RoPE pairs whose rotation stays small over ~1,500 tokens at theta 1e6
 QUERY_SCALE = 15.0
-BIGRAM_WEIGHT = 0.0  # 0: the heads match on the current token only (learned faster in our runs)
-TRIGRAM_WEIGHT = 0.0
-NGRAM_GROUPS = (2, 3)  # layer-1 KV groups that use the bigram/trigram weights; the others match one token
 
 TOKEN_DIMS = 127  # token embedding dims [0, 127); dim 127 holds the constant
 CONST_VALUE = 0.3
@@ -66,7 +63,6 @@ def apply_copy_init(model: LlamaForCausalLM, offsets: tuple[int, ...] = (1, 2, 1
     weights = torch.exp(-torch.arange(half, dtype=torch.float64) / 4.0)  # favour high frequencies
     # typical normalised constant activation: CONST_VALUE / rms(embedding row)
     rms = math.sqrt((CONST_VALUE**2 + TOKEN_DIMS * cfg.initializer_range**2) / hidden)
-    base = TOKEN_DIMS + 1
     c = CONST_VALUE / rms
     for g, off in enumerate(offsets):
         k_rows = slice(g * hd, (g + 1) * hd)
@@ -91,11 +87,10 @@ def apply_copy_init(model: LlamaForCausalLM, offsets: tuple[int, ...] = (1, 2, 1
 
 @torch.no_grad()
 def apply_induction_init(model: LlamaForCausalLM, seed: int = 1) -> None:
-    """Layer 1: each KV group matches the bigram (current token, previous token) against
-    (token before, token two before) each key position, on token dims [0, 32), and copies a
-    32-dim slice of the attended token's embedding back into the token dims. Matching on a
-    bigram matters because spaces and digits are single tokens: after a space or a digit, the
-    last token alone says little about where the copy continues."""
+    """Layer 1: each KV group matches the current token (token dims [0, 32)) against the copy of
+    the token one back at each key position (layer-0 group 0's output) and copies a 32-dim slice
+    of the attended token's embedding back into the token dims. (Also matching on the tokens two
+    and three back was tried: it learned more slowly.)"""
     cfg = model.config
     hidden, n_heads, n_kv = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads
     hd = hidden // n_heads
@@ -103,24 +98,20 @@ def apply_induction_init(model: LlamaForCausalLM, seed: int = 1) -> None:
     dims = [j for j in CONTENT_PAIRS] + [j + half for j in CONTENT_PAIRS]
     gen = torch.Generator().manual_seed(seed)
     attn = model.model.layers[1].self_attn
-    base = TOKEN_DIMS + 1
     cur = slice(0, hd)  # current token, dims [0, 32)
-    prev1 = slice(base, base + hd)  # token one back, same dims (layer-0 group 0)
-    prev2 = slice(base + hd, base + 2 * hd)  # token two back (layer-0 group 1)
-    prev3 = slice(base + 3 * hd, base + 4 * hd)  # token three back (layer-0 group 3)
+    prev1 = slice(TOKEN_DIMS + 1, TOKEN_DIMS + 1 + hd)  # token one back, same dims (layer-0 group 0)
     for g in range(n_kv):
-        w2, w3 = (BIGRAM_WEIGHT, TRIGRAM_WEIGHT) if g in NGRAM_GROUPS else (0.0, 0.0)
-        basis = torch.linalg.qr(torch.randn(len(dims), len(dims), generator=gen))[0]
+        # The shipped model was initialised with this exact sequence of draws; the first and the last
+        # two matrices are unused now but still drawn so that `p1` comes out the same.
+        torch.randn(len(dims), len(dims), generator=gen)
         p1 = torch.linalg.qr(torch.randn(hd, len(dims), generator=gen))[0].T  # (d, 32) orthonormal rows
-        p2 = torch.linalg.qr(torch.randn(hd, len(dims), generator=gen))[0].T
-        p3 = torch.linalg.qr(torch.randn(hd, len(dims), generator=gen))[0].T
+        torch.randn(hd, len(dims), generator=gen)
+        torch.randn(hd, len(dims), generator=gen)
         rows = slice(g * hd, (g + 1) * hd)
         attn.k_proj.weight[rows] = 0
         attn.v_proj.weight[rows] = 0
         for r, d in enumerate(dims):
             attn.k_proj.weight[g * hd + d, prev1] = p1[r]
-            attn.k_proj.weight[g * hd + d, prev2] = p2[r] * w2
-            attn.k_proj.weight[g * hd + d, prev3] = p3[r] * w3
         src = slice(hd * g, hd * g + hd)  # group 3's slice includes the constant dim: harmless, every logit gets it
         attn.v_proj.weight[rows, src] = torch.eye(hd)
         for h in range(g * group, (g + 1) * group):
@@ -128,12 +119,9 @@ def apply_induction_init(model: LlamaForCausalLM, seed: int = 1) -> None:
             attn.q_proj.weight[q_rows] = 0
             for r, d in enumerate(dims):
                 attn.q_proj.weight[h * hd + d, cur] = p1[r] * QUERY_SCALE
-                attn.q_proj.weight[h * hd + d, prev1] = p2[r] * QUERY_SCALE * min(1.0, w2 * 2)
-                attn.q_proj.weight[h * hd + d, prev2] = p3[r] * QUERY_SCALE * min(1.0, w3 * 2)
             attn.o_proj.weight[:, q_rows] = 0
             if h == g * group:
                 attn.o_proj.weight[src, q_rows] = torch.eye(hd)
-        del basis
 
 
 @torch.no_grad()
