@@ -7,6 +7,8 @@ that stopped at max_tokens, failed in the engine, or fails validation becomes an
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from typing import Any
 
@@ -21,19 +23,24 @@ def output_model(kind: str) -> type[BaseModel]:
     return DocumentExtraction if kind == "document" else AccountWindowSummary
 
 
-def decoding_schema(kind: str, document_text: str | None = None) -> dict[str, Any]:
-    """JSON schema handed to the engine (SamplingParams.json_schema) for this kind of request.
-
-    With `document_text`, a document's date, amount and account are narrowed to the values that
-    text prints (`pipeline.grounding`)."""
+@functools.cache
+def _plain_schema(kind: str) -> dict[str, Any]:
     from schemas import constrained_json_schema
 
-    schema = constrained_json_schema(output_model(kind))
+    return constrained_json_schema(output_model(kind))
+
+
+def decoding_schema(kind: str, document_text: str | None = None) -> dict[str, Any]:
+    """JSON schema handed to the engine (SamplingParams.json_schema) for this kind of request (a fresh copy).
+
+    With `document_text`, a document's date, amount and account are narrowed to the values that
+    text prints (`pipeline.grounding`). Built once per kind: grounding asks for one per document."""
+    schema = _plain_schema(kind)
     if kind == "document" and document_text is not None:
         from pipeline.grounding import document_candidates, grounded_schema
 
-        schema = grounded_schema(schema, document_candidates(document_text))
-    return schema
+        return grounded_schema(schema, document_candidates(document_text))
+    return copy.deepcopy(schema)
 
 
 def _short(exc: ValidationError) -> str:
