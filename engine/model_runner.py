@@ -138,6 +138,8 @@ class ModelRunner:
             block_table=table.to(self.device),
             block_size=bs,
             mask=None if mask is None else mask.to(self.device),
+            kv_lens=lens_t.to(self.device),
+            window=self.window,
         )
 
     def _prefill_segment(self, seq: Sequence, row0: int, start: int, n: int) -> PrefillSegment:

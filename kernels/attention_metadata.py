@@ -16,6 +16,8 @@ class DecodeGroup:
     block_table: torch.Tensor  # [G, nblk] KV block ids of each row, padded with the zeroed null block 0
     block_size: int
     mask: torch.Tensor | None  # [G, nblk * block_size] True where the key is real; None when no row is padded
+    kv_lens: torch.Tensor  # [G] int64 keys per row (the new token included): kernels that read the pool in place
+    window: int | None = None  # sliding window (keys per row), for kernels that use kv_lens instead of the mask
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Chooses kernel implementations by device and availability.
 
-Today every op resolves to the torch reference implementation; Triton kernels register here when their issue lands.
+Ops resolve to the torch reference implementations, except decode attention on CPU, which uses the compiled
+native kernel when it builds (kernels/cpu); Triton kernels register here when their issue lands.
 """
 
 from __future__ import annotations
@@ -30,15 +31,25 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
     """Return the kernel set for `device`; `prefer="reference"` forces the torch implementations."""
     if prefer not in ("auto", "reference"):
         raise ValueError(f"unknown kernel backend preference {prefer!r}; expected 'auto' or 'reference'")
+    device = torch.device(device)
+    paged_attention, backend = attention.paged_attention, "torch-reference"
+    if prefer == "auto" and device.type == "cpu":
+        from kernels.cpu import native_ops  # noqa: PLC0415 - builds the C++ kernels on first use
+
+        ops = native_ops()
+        if ops is not None:
+            from kernels.cpu.attention import make_paged_attention  # noqa: PLC0415
+
+            paged_attention, backend = make_paged_attention(ops), "torch-reference+cpu-native-decode"
     return Kernels(
         rms_norm=norm.rms_norm,
         add_rms_norm=norm.add_rms_norm,
         silu_and_mul=activation.silu_and_mul,
         apply_rotary=rotary.apply_rotary,
         store_kv=kv_cache.store_kv,
-        paged_attention=attention.paged_attention,
-        backend="torch-reference",
-        int8_linear=_int8_linear(torch.device(device), prefer),
+        paged_attention=paged_attention,
+        backend=backend,
+        int8_linear=_int8_linear(device, prefer),
     )
 
 

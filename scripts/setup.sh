@@ -15,3 +15,5 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   fi
 fi
 $PIP install -q -e ".[dev]"
+# Compile the native CPU kernels now rather than on the first run (they fall back to torch ops if this fails).
+.venv/bin/python -m kernels.cpu || true

@@ -75,21 +75,33 @@ def test_sliding_window_prefill_matches_naive() -> None:
     torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
 
 
-def test_decode_group_gathers_blocks_and_masks_padding() -> None:
-    """Rows of different lengths in one group: whole blocks are gathered, the tails beyond each row's length and
-    the null-block padding are masked; blocks no row owns hold NaN, so a wrong block id would show."""
+def _decode_backends() -> list:
+    """The reference decode path, and the native CPU kernel when it builds here."""
+    from kernels.cpu import native_ops
+    from kernels.cpu.attention import make_paged_attention
+
+    backends = [pytest.param(attention.paged_attention, id="reference")]
+    ops = native_ops()
+    if ops is not None:
+        backends.append(pytest.param(make_paged_attention(ops), id="native"))
+    return backends
+
+
+def _decode_case(lens: list[int], bs: int, hq: int, hkv: int, dim: int, dtype: torch.dtype, seed: int,
+                 window: int | None = None):
+    """Rows of different lengths in one group, scattered over random blocks; blocks no row owns hold NaN, so a
+    wrong block id would show. Returns (q, k_cache, v_cache, DecodeGroup, float64 reference)."""
     from kernels import DecodeGroup
 
-    bs, lens = 4, [9, 3, 12]
-    gen = torch.Generator().manual_seed(7)
-    num_blocks = 12
-    k_cache = torch.full((HKV, (num_blocks + 1) * bs, D), float("nan"))
-    v_cache = torch.full((HKV, (num_blocks + 1) * bs, D), float("nan"))
+    gen = torch.Generator().manual_seed(seed)
+    num_blocks = sum(-(-n // bs) for n in lens) + 3
+    k_cache = torch.full((hkv, (num_blocks + 1) * bs, dim), float("nan"), dtype=dtype)
+    v_cache = torch.full((hkv, (num_blocks + 1) * bs, dim), float("nan"), dtype=dtype)
     k_cache[:, :bs] = 0  # null block
     v_cache[:, :bs] = 0
     ids = torch.randperm(num_blocks, generator=gen) + 1
     tables, refs, used = [], [], 0
-    q = torch.randn(len(lens), HQ, D, generator=gen)
+    q = torch.randn(len(lens), hq, dim, generator=gen).to(dtype)
     for row, n in enumerate(lens):
         nblk = -(-n // bs)
         blocks = ids[used:used + nblk].tolist()
@@ -98,17 +110,75 @@ def test_decode_group_gathers_blocks_and_masks_padding() -> None:
         for b in blocks:
             k_cache[:, b * bs:(b + 1) * bs] = 0
             v_cache[:, b * bs:(b + 1) * bs] = 0
-        k = torch.randn(n, HKV, D, generator=gen)
-        v = torch.randn(n, HKV, D, generator=gen)
+        k = torch.randn(n, hkv, dim, generator=gen).to(dtype)
+        v = torch.randn(n, hkv, dim, generator=gen).to(dtype)
         slots = torch.tensor([blocks[p // bs] * bs + p % bs for p in range(n)])
         store_kv(k, v, k_cache, v_cache, slots)
         tables.append(blocks)
-        refs.append(_naive(q[row:row + 1], k, v, context=n - 1, window=None)[0])
+        refs.append(_naive_heads(q[row:row + 1], k, v, n - 1, window, hq, hkv, dim)[0])
     nblk = max(len(t) for t in tables)
     table = torch.tensor([t + [0] * (nblk - len(t)) for t in tables])
-    mask = torch.arange(nblk * bs)[None, :] < torch.tensor(lens)[:, None]
-    meta = AttentionMetadata(slot_mapping=torch.empty(0, dtype=torch.long),
-                             decode_groups=[DecodeGroup(start=0, end=len(lens), block_table=table, block_size=bs,
-                                                        mask=mask)])
-    out = attention.paged_attention(q, q[:, :HKV], q[:, :HKV], k_cache, v_cache, meta, D**-0.5)
-    torch.testing.assert_close(out.double(), torch.stack(refs), atol=2e-5, rtol=1e-4)
+    lens_t = torch.tensor(lens)
+    key_pos = torch.arange(nblk * bs)[None, :]
+    mask = key_pos < lens_t[:, None]
+    if window is not None:
+        mask &= key_pos > lens_t[:, None] - 1 - window
+    group = DecodeGroup(start=0, end=len(lens), block_table=table, block_size=bs, mask=mask, kv_lens=lens_t,
+                        window=window)
+    return q, k_cache, v_cache, group, torch.stack(refs)
+
+
+def _naive_heads(q, k, v, context, window, hq, hkv, dim):
+    n, total = q.shape[0], k.shape[0]
+    kk = k.double().repeat_interleave(hq // hkv, dim=1).transpose(0, 1)
+    vv = v.double().repeat_interleave(hq // hkv, dim=1).transpose(0, 1)
+    scores = q.double().transpose(0, 1) @ kk.transpose(1, 2) * dim**-0.5
+    q_pos = torch.arange(context, context + n)[:, None]
+    k_pos = torch.arange(total)[None, :]
+    allowed = k_pos <= q_pos
+    if window is not None:
+        allowed &= k_pos > q_pos - window
+    return (scores.masked_fill(~allowed, float("-inf")).softmax(-1) @ vv).transpose(0, 1)
+
+
+@pytest.mark.parametrize("backend", _decode_backends())
+def test_decode_group_gathers_blocks_and_masks_padding(backend) -> None:
+    q, k_cache, v_cache, group, ref = _decode_case([9, 3, 12], bs=4, hq=HQ, hkv=HKV, dim=D, dtype=torch.float32,
+                                                   seed=7)
+    meta = AttentionMetadata(slot_mapping=torch.empty(0, dtype=torch.long), decode_groups=[group])
+    out = backend(q, q[:, :HKV], q[:, :HKV], k_cache, v_cache, meta, D**-0.5)
+    torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("backend", _decode_backends())
+@pytest.mark.parametrize(
+    ("dtype", "hq", "hkv", "dim", "window", "atol"),
+    [
+        (torch.float32, 9, 3, 64, None, 2e-5),  # smollm2 heads: the AVX-512 path
+        (torch.float32, 14, 2, 64, 40, 2e-5),  # qwen2.5 grouping, sliding window
+        (torch.float32, 4, 4, 128, None, 2e-5),  # no grouping, wide heads
+        (torch.float32, 4, 2, 24, None, 2e-5),  # head_dim not a multiple of 16: the portable loops
+        (torch.bfloat16, 9, 3, 64, None, 3e-2),
+        (torch.float16, 8, 2, 32, None, 5e-3),
+    ],
+)
+def test_decode_matches_naive_across_shapes_and_dtypes(backend, dtype, hq, hkv, dim, window, atol) -> None:
+    """Long rows (hundreds of keys over many 16-token blocks), short rows and a row ending mid-block."""
+    lens = [1, 17, 300, 513, 64]
+    q, k_cache, v_cache, group, ref = _decode_case(lens, bs=16, hq=hq, hkv=hkv, dim=dim, dtype=dtype, seed=11,
+                                                   window=window)
+    meta = AttentionMetadata(slot_mapping=torch.empty(0, dtype=torch.long), decode_groups=[group])
+    kv = torch.zeros(len(lens), hkv, dim, dtype=dtype)
+    out = backend(q, kv, kv, k_cache, v_cache, meta, dim**-0.5)
+    assert out.dtype == dtype and out.shape == q.shape
+    torch.testing.assert_close(out.double(), ref, atol=atol, rtol=1e-2 if dtype != torch.float32 else 1e-4)
+
+
+def test_native_kernel_builds_here() -> None:
+    """CI has a compiler: the native decode kernel must build, or the speed the README reports is not what runs."""
+    from kernels import get_kernels
+    from kernels.cpu import native_ops
+
+    assert native_ops() is not None
+    assert "cpu-native-decode" in get_kernels("cpu").backend
+    assert get_kernels("cpu", prefer="reference").backend == "torch-reference"

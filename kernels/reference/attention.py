@@ -33,8 +33,8 @@ def _decode_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     kv_heads = k_cache.shape[0]
     length = table.shape[1] * block_size
     flat = table.reshape(-1)
-    kg = k_cache.view(kv_heads, -1, block_size * dim).index_select(1, flat).view(kv_heads, rows, length, dim)
-    vg = v_cache.view(kv_heads, -1, block_size * dim).index_select(1, flat).view(kv_heads, rows, length, dim)
+    kg = gather_rows(k_cache.view(kv_heads, -1, block_size * dim), flat).view(kv_heads, rows, length, dim)
+    vg = gather_rows(v_cache.view(kv_heads, -1, block_size * dim), flat).view(kv_heads, rows, length, dim)
     qg = (q * scale).view(rows, kv_heads, num_heads // kv_heads, dim).permute(1, 0, 2, 3)  # [Hkv, G, group, D]
     scores = torch.matmul(qg, kg.transpose(-1, -2))  # [Hkv, G, group, L], model dtype like the prefill path
     if mask is not None:
@@ -42,6 +42,19 @@ def _decode_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     probs = scores.softmax(-1)
     out = torch.matmul(probs, vg)  # [Hkv, G, group, D]
     return out.permute(1, 0, 2, 3).reshape(rows, num_heads, dim)
+
+
+def gather_rows(pool: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """pool: [Hkv, N, W]; returns pool[:, index] as a new [Hkv, len(index), W] tensor.
+
+    On CPU, index_select along dim 1 takes a slow element-wise path; one dim-0 select per head into the output
+    measured 5-16x faster (smollm2 decode and prefix shapes). Elsewhere the single call is kept."""
+    if pool.device.type != "cpu":
+        return pool.index_select(1, index)
+    out = torch.empty((pool.shape[0], index.numel(), pool.shape[2]), dtype=pool.dtype, device=pool.device)
+    for h in range(pool.shape[0]):
+        torch.index_select(pool[h], 0, index, out=out[h])
+    return out
 
 
 def paged_attention(
@@ -54,22 +67,24 @@ def paged_attention(
     scale: float,
 ) -> torch.Tensor:
     """q: [T, Hq, D]; k, v: [T, Hkv, D] of this step (already stored). Caches: [Hkv, slots, D]. Returns [T, Hq, D]."""
-    num_heads = q.shape[1]
-    kv_heads = k.shape[1]
-    group = num_heads // kv_heads
     out = torch.empty_like(q)
-
     for g in meta.decode_groups:
         out[g.start : g.end] = _decode_group(q[g.start : g.end], k_cache, v_cache, g.block_table, g.block_size,
                                               g.mask, scale)
+    prefill_attention(q, k, v, k_cache, v_cache, meta, scale, out)
+    return out
 
+
+def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                      v_cache: torch.Tensor, meta: AttentionMetadata, scale: float, out: torch.Tensor) -> None:
+    """Writes the rows of `meta.prefills` into `out`; shared by every backend whose decode path differs."""
+    group = q.shape[1] // k.shape[1]
     for p in meta.prefills:
         end = p.start + p.length
         if p.mask is None and q.device.type == "cpu":
             out[p.start : end] = _prefill_causal_blocked(q[p.start : end], k, v, k_cache, v_cache, p, scale)
         else:
             out[p.start : end] = _prefill_sdpa(q[p.start : end], k, v, k_cache, v_cache, p, scale, group)
-    return out
 
 
 def _segment_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -78,7 +93,7 @@ def _segment_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache
     if p.kv_slots is None:
         end = p.start + p.length
         return k[p.start : end].transpose(0, 1), v[p.start : end].transpose(0, 1)
-    return k_cache.index_select(1, p.kv_slots), v_cache.index_select(1, p.kv_slots)
+    return gather_rows(k_cache, p.kv_slots), gather_rows(v_cache, p.kv_slots)
 
 
 def _prefill_causal_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,

@@ -1,0 +1,71 @@
+"""Builds and loads the C++ CPU kernels once per process (torch caches the compiled module on disk).
+
+`python -m kernels.cpu` builds ahead of time (scripts/setup.sh does), so runs and tests do not wait.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+import platform
+import sys
+from pathlib import Path
+from types import ModuleType
+
+log = logging.getLogger(__name__)
+
+_SOURCES = [Path(__file__).with_name("paged_decode.cpp")]
+# Bump when the build flags change (torch rebuilds by itself when a source changes).
+_VERSION = 1
+DISABLE_ENV = "FINLLM_NATIVE_KERNELS"  # "0": never build or load; use the torch reference kernels
+
+
+def _flags() -> list[str]:
+    # -march=native: built on the machine that runs it, for its vector width (AVX-512 where present).
+    # -fopenmp: at::parallel_for and the kernel's own `omp for` are inline and need it.
+    return ["-O3", "-std=c++17", "-march=native", "-fopenmp"]
+
+
+def _module_name() -> str:
+    """Keyed by this CPU's feature flags: a -march=native build cached in a shared home directory must not be
+    loaded on a machine with a different instruction set."""
+    flags = platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags += line
+                break
+    except OSError:
+        pass
+    return f"finllm_cpu_kernels_v{_VERSION}_{hashlib.sha1(flags.encode()).hexdigest()[:10]}"
+
+
+@functools.cache
+def native_ops() -> ModuleType | None:
+    """The compiled module, or None when disabled (FINLLM_NATIVE_KERNELS=0) or when the build fails."""
+    if os.environ.get(DISABLE_ENV, "1") == "0":
+        return None
+    name = _module_name()
+    try:
+        from torch.utils.cpp_extension import load  # noqa: PLC0415 - heavy import, only when needed
+
+        if not _already_built(name):
+            print("building the native CPU attention kernel (once per machine, under a minute)...",
+                  file=sys.stderr, flush=True)
+        return load(name=name, sources=[str(s) for s in _SOURCES], extra_cflags=_flags(),
+                    extra_ldflags=["-fopenmp"], verbose=False)
+    except Exception as exc:  # no compiler, no ninja, a read-only cache dir: run on the torch kernels
+        log.warning("native CPU kernels unavailable, using the torch reference kernels: %s", exc)
+        return None
+
+
+def _already_built(name: str) -> bool:
+    try:
+        from torch.utils.cpp_extension import _get_build_directory  # noqa: PLC0415
+
+        return any(Path(_get_build_directory(name, verbose=False)).glob(f"{name}*.so"))
+    except Exception:
+        return False
+
