@@ -55,7 +55,16 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
 
 def _int8_linear(device: torch.device, prefer: str) -> Callable[..., torch.Tensor]:
     """CUDA + triton: weight-only Triton GEMM (int8 weights dequantized in registers; decode reads half the
-    bytes). Otherwise per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs."""
+    bytes). Otherwise per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs; on CPU with the
+    native kernels built, its quantize/dequantize passes run in C++ (bit-identical)."""
+    if prefer == "auto" and device.type == "cpu":
+        from kernels.cpu import native_ops  # noqa: PLC0415
+
+        ops = native_ops()
+        if ops is not None:
+            from kernels.cpu.int8_linear import make_w8a8_linear  # noqa: PLC0415
+
+            return make_w8a8_linear(ops)
     if prefer == "auto" and device.type == "cuda":
         from kernels import triton as triton_kernels  # noqa: PLC0415 - triton is optional
 

@@ -3,10 +3,7 @@
 Stages (plain functions, see `pipeline.run`): ingest -> prepare_requests -> infer -> write/publish.
 """
 
-import os as _os
-import sys as _sys
-
-if "torch" not in _sys.modules:  # same default as engine.threads, without importing the engine (and torch) here
-    _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Importing the engine first lets it set its CPU runtime defaults (OpenMP waiting) before anything loads torch.
+import engine  # noqa: E402,F401
 
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see engine/cpu_runtime.py; must precede the torch import
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # tests may share a busy CI box: never spin (engine/cpu_runtime.py)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -31,3 +31,25 @@ def test_operator_allocator_choice_is_left_alone(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv(var, value)
     assert keep_freed_memory() is False
 
+
+
+def test_openmp_waiting_default_is_a_bounded_spin_unless_the_operator_chose() -> None:
+    import sys
+
+    from engine.cpu_runtime import OMP_SPIN_COUNT, configure_cpu_threads
+
+    assert "torch" in sys.modules  # here torch is loaded: too late to change anything, so nothing is set
+    env: dict[str, str] = {}
+    configure_cpu_threads(env)
+    assert env == {}
+    torch_mod = sys.modules.pop("torch")
+    try:
+        env = {}
+        configure_cpu_threads(env)
+        assert env == {"GOMP_SPINCOUNT": OMP_SPIN_COUNT}
+        for chosen in ({"OMP_WAIT_POLICY": "PASSIVE"}, {"GOMP_SPINCOUNT": "0"}):
+            env = dict(chosen)
+            configure_cpu_threads(env)
+            assert env == chosen
+    finally:
+        sys.modules["torch"] = torch_mod

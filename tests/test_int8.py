@@ -113,6 +113,31 @@ def test_w8a8_linear_is_batch_invariant() -> None:
     assert torch.equal(w8a8_linear(x[250:270], q, s), full[250:270])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows", [1, 7, 256, 300])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_native_w8a8_linear_is_bit_identical_to_reference(dtype: torch.dtype, rows: int, with_bias: bool) -> None:
+    """The C++ quantize/dequantize passes do the reference's float ops in the same order: equal bits, so int8
+    outputs (and the eval numbers) do not depend on whether the native kernels built."""
+    from kernels.cpu import native_ops
+    from kernels.cpu.int8_linear import make_w8a8_linear
+
+    ops = native_ops()
+    if ops is None:
+        pytest.skip("native CPU kernels did not build here")
+    g = torch.Generator().manual_seed(rows)
+    q, s = quantize_weight(torch.randn(96, 64, generator=g) * 0.05)
+    x = (torch.randn(2, rows, 64, generator=g) * 3).to(dtype)
+    x[0, 0] = 0  # an all-zero row takes the minimum scale
+    bias = torch.randn(96, generator=g).to(dtype) if with_bias else None
+    y = make_w8a8_linear(ops)(x, q, s, bias)
+    assert y.dtype == dtype and y.shape == (2, rows, 96)
+    assert torch.equal(y, w8a8_linear(x, q, s, bias))
+    xq, xs = ops.quantize_rows(x.reshape(-1, 64))
+    rq, rs = quantize_activation(x.reshape(-1, 64))
+    assert torch.equal(xq, rq) and torch.equal(xs, rs)
+
+
 def test_weight_only_reference_equals_float_linear_on_dequantized_weight() -> None:
     g = torch.Generator().manual_seed(4)
     x = torch.randn(3, 4, 40, generator=g)

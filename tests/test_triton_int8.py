@@ -88,10 +88,16 @@ def test_kernels_reject_mismatched_shapes() -> None:
         tk.weight_only_linear(torch.randn(2, 16, device=DEVICE), q, s[:4])
 
 
-def test_dispatch_uses_triton_on_cuda_and_torch_reference_on_cpu() -> None:
+def test_dispatch_uses_triton_on_cuda_and_w8a8_on_cpu() -> None:
     from kernels import get_kernels
+    from kernels.cpu import native_ops
     from kernels.reference import int8_gemm as ref
 
-    assert get_kernels("cpu").int8_linear is ref.w8a8_linear
+    cpu = get_kernels("cpu").int8_linear
+    if native_ops() is None:
+        assert cpu is ref.w8a8_linear
+    else:  # the same W8A8 with native quantize/dequantize passes (bit-identical, tests/test_int8.py)
+        assert cpu is not ref.w8a8_linear and cpu.__name__ == "w8a8_linear"
+    assert get_kernels("cpu", prefer="reference").int8_linear is ref.w8a8_linear
     assert get_kernels("cuda").int8_linear is tk.weight_only_linear
     assert get_kernels("cuda", prefer="reference").int8_linear is ref.w8a8_linear

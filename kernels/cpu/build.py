@@ -16,7 +16,7 @@ from types import ModuleType
 
 log = logging.getLogger(__name__)
 
-_SOURCES = [Path(__file__).with_name("paged_decode.cpp")]
+_SOURCES = [Path(__file__).with_name(n) for n in ("bindings.cpp", "paged_decode.cpp", "int8_rows.cpp")]
 # Bump when the build flags change (torch rebuilds by itself when a source changes).
 _VERSION = 1
 DISABLE_ENV = "FINLLM_NATIVE_KERNELS"  # "0": never build or load; use the torch reference kernels
@@ -52,7 +52,7 @@ def native_ops() -> ModuleType | None:
         from torch.utils.cpp_extension import load  # noqa: PLC0415 - heavy import, only when needed
 
         if not _already_built(name):
-            print("building the native CPU attention kernel (once per machine, under a minute)...",
+            print("building the native CPU kernels (once per machine, under a minute)...",
                   file=sys.stderr, flush=True)
         return load(name=name, sources=[str(s) for s in _SOURCES], extra_cflags=_flags(),
                     extra_ldflags=["-fopenmp"], verbose=False)

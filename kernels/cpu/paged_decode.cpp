@@ -96,27 +96,39 @@ inline __m512 exp_nonpos(__m512 x) {
   return _mm512_mask_blend_ps(tiny, e, _mm512_setzero_ps());
 }
 
-// One (sequence, KV head) item with head_dim a multiple of 16. q: [group, dim] float32, already scaled.
-template <typename scalar_t>
+// One (sequence, KV head) item, head_dim = 16 * CH. q: [group, dim] float32, already scaled; out_f: [group, dim].
+// Query heads go through in tiles of TILE whose queries (key pass) and accumulators (value pass) stay in
+// registers; a tile reads each key and value row once. Scores hold exp(s - max); the division comes at the end.
+template <typename scalar_t, int CH>
 void decode_item_avx512(const float* q, const scalar_t* k_head, const scalar_t* v_head, const int64_t* table,
-                        int64_t lo, int64_t len, int64_t block_size, int64_t dim, int64_t group,
-                        float* scores, float* acc, float* out_f) {
-  const int64_t n = len - lo, chunks = dim / 16;
+                        int64_t lo, int64_t len, int64_t block_size, int64_t group, float* scores, float* out_f) {
+  constexpr int64_t dim = 16 * CH;
+  constexpr int TILE = CH >= 8 ? 2 : 4;
+  const int64_t n = len - lo;
   const int64_t block_bytes = block_size * dim * static_cast<int64_t>(sizeof(scalar_t));
-  for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
-    const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
-    const scalar_t* row = k_head + (table[b] * block_size + off) * dim;
-    if ((b + 1) * block_size < len) prefetch_block(k_head + table[b + 1] * block_size * dim, block_bytes);
-    for (; t < stop; ++t, row += dim) {
-      __m512 kv[8];
-      for (int64_t c = 0; c < chunks; ++c) kv[c] = load16(row + 16 * c);
-      for (int64_t g = 0; g < group; ++g) {
-        __m512 s = _mm512_mul_ps(_mm512_loadu_ps(q + g * dim), kv[0]);
-        for (int64_t c = 1; c < chunks; ++c) s = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * dim + 16 * c), kv[c], s);
-        scores[g * n + (t - lo)] = _mm512_reduce_add_ps(s);
+  for (int64_t g0 = 0; g0 < group; g0 += TILE) {
+    const int64_t tile = std::min<int64_t>(TILE, group - g0);
+    __m512 qv[TILE][CH];
+    for (int g = 0; g < TILE; ++g)
+      for (int c = 0; c < CH; ++c) qv[g][c] = g < tile ? _mm512_loadu_ps(q + (g0 + g) * dim + 16 * c) : _mm512_setzero_ps();
+    float* sc = scores + g0 * n;
+    for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
+      const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
+      const scalar_t* row = k_head + (table[b] * block_size + off) * dim;
+      if ((b + 1) * block_size < len) prefetch_block(k_head + table[b + 1] * block_size * dim, block_bytes);
+      for (; t < stop; ++t, row += dim) {
+        __m512 kv[CH];
+        for (int c = 0; c < CH; ++c) kv[c] = load16(row + 16 * c);
+        for (int g = 0; g < TILE; ++g) {
+          if (g >= tile) break;
+          __m512 s = _mm512_mul_ps(qv[g][0], kv[0]);
+          for (int c = 1; c < CH; ++c) s = _mm512_fmadd_ps(qv[g][c], kv[c], s);
+          sc[g * n + (t - lo)] = _mm512_reduce_add_ps(s);
+        }
       }
     }
   }
+  float inv_sum[64];
   for (int64_t g = 0; g < group; ++g) {
     float* s = scores + g * n;
     __m512 mv = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -137,28 +149,50 @@ void decode_item_avx512(const float* q, const scalar_t* k_head, const scalar_t* 
       _mm512_mask_storeu_ps(s + i, m, e);
       sum_v = _mm512_add_ps(sum_v, _mm512_maskz_mov_ps(m, e));
     }
-    const float inv = 1.f / _mm512_reduce_add_ps(sum_v);
-    const __m512 inv_v = _mm512_set1_ps(inv);
-    for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), inv_v));
-    for (; i < n; ++i) s[i] *= inv;
+    inv_sum[g] = 1.f / _mm512_reduce_add_ps(sum_v);
   }
-  for (int64_t i = 0; i < group * dim; ++i) acc[i] = 0.f;
-  for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
-    const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
-    const scalar_t* row = v_head + (table[b] * block_size + off) * dim;
-    if ((b + 1) * block_size < len) prefetch_block(v_head + table[b + 1] * block_size * dim, block_bytes);
-    for (; t < stop; ++t, row += dim) {
-      __m512 vv[8];
-      for (int64_t c = 0; c < chunks; ++c) vv[c] = load16(row + 16 * c);
-      for (int64_t g = 0; g < group; ++g) {
-        const __m512 p = _mm512_set1_ps(scores[g * n + (t - lo)]);
-        float* a = acc + g * dim;
-        for (int64_t c = 0; c < chunks; ++c)
-          _mm512_storeu_ps(a + 16 * c, _mm512_fmadd_ps(p, vv[c], _mm512_loadu_ps(a + 16 * c)));
+  for (int64_t g0 = 0; g0 < group; g0 += TILE) {
+    const int64_t tile = std::min<int64_t>(TILE, group - g0);
+    __m512 acc[TILE][CH];
+    for (int g = 0; g < TILE; ++g)
+      for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_setzero_ps();
+    const float* sc = scores + g0 * n;
+    for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
+      const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
+      const scalar_t* row = v_head + (table[b] * block_size + off) * dim;
+      if ((b + 1) * block_size < len) prefetch_block(v_head + table[b + 1] * block_size * dim, block_bytes);
+      for (; t < stop; ++t, row += dim) {
+        __m512 vv[CH];
+        for (int c = 0; c < CH; ++c) vv[c] = load16(row + 16 * c);
+        for (int g = 0; g < TILE; ++g) {
+          if (g >= tile) break;
+          const __m512 p = _mm512_set1_ps(sc[g * n + (t - lo)]);
+          for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_fmadd_ps(p, vv[c], acc[g][c]);
+        }
       }
     }
+    for (int g = 0; g < TILE; ++g) {
+      if (g >= tile) break;
+      const __m512 inv = _mm512_set1_ps(inv_sum[g0 + g]);
+      for (int c = 0; c < CH; ++c) _mm512_storeu_ps(out_f + (g0 + g) * dim + 16 * c, _mm512_mul_ps(acc[g][c], inv));
+    }
   }
-  std::memcpy(out_f, acc, group * dim * sizeof(float));
+}
+
+template <typename scalar_t>
+bool decode_item_avx512_dispatch(int64_t dim, const float* q, const scalar_t* k_head, const scalar_t* v_head,
+                                 const int64_t* table, int64_t lo, int64_t len, int64_t block_size, int64_t group,
+                                 float* scores, float* out_f) {
+  if (group > 64) return false;
+  switch (dim) {
+    case 16: decode_item_avx512<scalar_t, 1>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 32: decode_item_avx512<scalar_t, 2>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 64: decode_item_avx512<scalar_t, 4>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 80: decode_item_avx512<scalar_t, 5>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 96: decode_item_avx512<scalar_t, 6>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 128: decode_item_avx512<scalar_t, 8>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    default: return false;
+  }
 }
 #endif
 
@@ -197,10 +231,9 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
         for (int64_t d = 0; d < dim; ++d) qf[g * dim + d] *= fscale;
       }
 #ifdef FINLLM_AVX512
-      if (dim % 16 == 0 && dim <= 128) {
-        scores.resize(group * n);
-        decode_item_avx512<scalar_t>(qf.data(), kp + head_base * dim, vp + head_base * dim, table, lo, len,
-                                     block_size, dim, group, scores.data(), acc.data(), out_f.data());
+      scores.resize(group * n);
+      if (decode_item_avx512_dispatch<scalar_t>(dim, qf.data(), kp + head_base * dim, vp + head_base * dim, table,
+                                                lo, len, block_size, group, scores.data(), out_f.data())) {
         for (int64_t g = 0; g < group; ++g) {
           scalar_t* o = op + (r * num_heads + h * group + g) * dim;
           for (int64_t d = 0; d < dim; ++d) o[d] = static_cast<scalar_t>(out_f[g * dim + d]);
@@ -268,8 +301,4 @@ void paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tenso
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_decode_attention", [&] {
     decode_kernel<scalar_t>(q, k_cache, v_cache, block_tables, kv_lens, block_size, scale, window, out);
   });
-}
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("paged_decode_attention", &paged_decode_attention, "Decode attention over the paged KV pool (CPU)");
 }
