@@ -116,7 +116,9 @@ def test_w8a8_linear_is_batch_invariant() -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("rows", [1, 7, 256, 300])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_native_w8a8_linear_is_bit_identical_to_reference(dtype: torch.dtype, rows: int, with_bias: bool) -> None:
+@pytest.mark.parametrize(("k", "n"), [(64, 96), (72, 100)])  # 16-lane vector loops, and their scalar tails
+def test_native_w8a8_linear_is_bit_identical_to_reference(dtype: torch.dtype, rows: int, with_bias: bool, k: int,
+                                                          n: int) -> None:
     """The C++ quantize/dequantize passes do the reference's float ops in the same order: equal bits, so int8
     outputs (and the eval numbers) do not depend on whether the native kernels built."""
     from kernels.cpu import native_ops
@@ -126,15 +128,15 @@ def test_native_w8a8_linear_is_bit_identical_to_reference(dtype: torch.dtype, ro
     if ops is None:
         pytest.skip("native CPU kernels did not build here")
     g = torch.Generator().manual_seed(rows)
-    q, s = quantize_weight(torch.randn(96, 64, generator=g) * 0.05)
-    x = (torch.randn(2, rows, 64, generator=g) * 3).to(dtype)
+    q, s = quantize_weight(torch.randn(n, k, generator=g) * 0.05)
+    x = (torch.randn(2, rows, k, generator=g) * 3).to(dtype)
     x[0, 0] = 0  # an all-zero row takes the minimum scale
-    bias = torch.randn(96, generator=g).to(dtype) if with_bias else None
+    bias = torch.randn(n, generator=g).to(dtype) if with_bias else None
     y = make_w8a8_linear(ops)(x, q, s, bias)
-    assert y.dtype == dtype and y.shape == (2, rows, 96)
+    assert y.dtype == dtype and y.shape == (2, rows, n)
     assert torch.equal(y, w8a8_linear(x, q, s, bias))
-    xq, xs = ops.quantize_rows(x.reshape(-1, 64))
-    rq, rs = quantize_activation(x.reshape(-1, 64))
+    xq, xs = ops.quantize_rows(x.reshape(-1, k))
+    rq, rs = quantize_activation(x.reshape(-1, k))
     assert torch.equal(xq, rq) and torch.equal(xs, rs)
 
 

@@ -8,11 +8,48 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define FINLLM_INT8_AVX512 1
+#endif
 
 namespace {
 constexpr float kQmax = 127.f;
 constexpr float kMinAmax = 1e-10f;  // matches _MIN_AMAX in the reference
+
+#ifdef FINLLM_INT8_AVX512
+// std::nearbyint, float -> bfloat16 and friends do not vectorise; these loops do the same IEEE operations 16 lanes
+// at a time (division, round-half-even, int32 -> float) so the results stay bit-identical.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const c10::BFloat16* p) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+}
+inline void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+inline void store16(c10::BFloat16* p, __m512 v) {  // round half to even, NaN -> 0x7fc0: c10's float -> bfloat16
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+}
+template <typename T>  // other dtypes (float16, float64) take the scalar loops; these keep the code compiling
+__m512 load16(const T* p) {
+  float tmp[16];
+  for (int i = 0; i < 16; ++i) tmp[i] = static_cast<float>(p[i]);
+  return _mm512_loadu_ps(tmp);
+}
+template <typename T>
+void store16(T* p, __m512 v) {
+  float tmp[16];
+  _mm512_storeu_ps(tmp, v);
+  for (int i = 0; i < 16; ++i) p[i] = static_cast<T>(tmp[i]);
+}
+template <typename T> constexpr bool kVec = std::is_same_v<T, float> || std::is_same_v<T, c10::BFloat16>;
+#endif
 }  // namespace
 
 std::vector<torch::Tensor> quantize_rows(torch::Tensor x) {
@@ -29,14 +66,35 @@ std::vector<torch::Tensor> quantize_rows(torch::Tensor x) {
       for (int64_t i = begin; i < end; ++i) {
         const scalar_t* src = xp + i * cols;
         float amax = 0.f;
-        for (int64_t k = 0; k < cols; ++k) {
+        int64_t k0 = 0;
+#ifdef FINLLM_INT8_AVX512
+        if constexpr (kVec<scalar_t>) {
+          __m512 vmax = _mm512_setzero_ps();
+          for (; k0 + 16 <= cols; k0 += 16) {
+            const __m512 v = load16(src + k0);
+            _mm512_storeu_ps(row.data() + k0, v);
+            vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
+          }
+          amax = _mm512_reduce_max_ps(vmax);
+        }
+#endif
+        for (int64_t k = k0; k < cols; ++k) {
           row[k] = static_cast<float>(src[k]);
           amax = std::max(amax, std::fabs(row[k]));
         }
         const float s = std::max(amax, kMinAmax) / kQmax;
         sp[i] = s;
         int8_t* dst = qp + i * cols;
-        for (int64_t k = 0; k < cols; ++k) dst[k] = static_cast<int8_t>(std::nearbyint(row[k] / s));
+        int64_t k1 = 0;
+#ifdef FINLLM_INT8_AVX512
+        const __m512 sv = _mm512_set1_ps(s);
+        for (; k1 + 16 <= cols; k1 += 16) {
+          const __m512 r = _mm512_roundscale_ps(_mm512_div_ps(_mm512_loadu_ps(row.data() + k1), sv),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k1), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
+        }
+#endif
+        for (int64_t k = k1; k < cols; ++k) dst[k] = static_cast<int8_t>(std::nearbyint(row[k] / s));
       }
     });
   });
@@ -69,10 +127,28 @@ void dequantize_rows(torch::Tensor acc, torch::Tensor weight_scale, torch::Tenso
       for (int64_t i = begin; i < end; ++i) {
         const int32_t* src = ap + i * cols;
         const float rs = rp[i];
+        scalar_t* dst = op + i * stride;
+#ifdef FINLLM_INT8_AVX512
+        if constexpr (kVec<scalar_t>) {
+          const __m512 rsv = _mm512_set1_ps(rs);
+          int64_t n = 0;
+          for (; n + 16 <= cols; n += 16) {
+            __m512 t = _mm512_cvtepi32_ps(_mm512_loadu_si512(src + n));
+            t = _mm512_mul_ps(_mm512_mul_ps(t, _mm512_loadu_ps(wp + n)), rsv);
+            if (!b.empty()) t = _mm512_add_ps(t, _mm512_loadu_ps(b.data() + n));
+            store16(dst + n, t);
+          }
+          for (; n < cols; ++n) {
+            float t = static_cast<float>(src[n]) * wp[n] * rs;
+            if (!b.empty()) t += b[n];
+            dst[n] = static_cast<scalar_t>(t);
+          }
+          continue;
+        }
+#endif
         for (int64_t n = 0; n < cols; ++n) tmp[n] = static_cast<float>(src[n]) * wp[n] * rs;
         if (!b.empty())
           for (int64_t n = 0; n < cols; ++n) tmp[n] += b[n];
-        scalar_t* dst = op + i * stride;
         for (int64_t n = 0; n < cols; ++n) dst[n] = static_cast<scalar_t>(tmp[n]);
       }
     });
