@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 import platform
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -53,6 +54,7 @@ def native_ops() -> ModuleType | None:
     try:
         from torch.utils.cpp_extension import load  # noqa: PLC0415 - heavy import, only when needed
 
+        _ensure_ninja_on_path()
         if not _already_built(name):
             print("building the native CPU kernels (once per machine, under a minute)...",
                   file=sys.stderr, flush=True)
@@ -61,6 +63,20 @@ def native_ops() -> ModuleType | None:
     except Exception as exc:  # no compiler, no ninja, a read-only cache dir: run on the torch kernels
         log.warning("native CPU kernels unavailable, using the torch reference kernels: %s", exc)
         return None
+
+
+def _ensure_ninja_on_path() -> None:
+    """torch looks for `ninja` on PATH; the pip-installed one sits in the venv's bin, which is not on PATH when the
+    venv's python is called directly (as the README's commands do)."""
+    if shutil.which("ninja"):
+        return
+    try:
+        import ninja  # noqa: PLC0415
+
+        bin_dir = ninja.BIN_DIR
+    except (ImportError, AttributeError):
+        bin_dir = os.path.dirname(sys.executable)
+    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
 
 def _already_built(name: str) -> bool:
