@@ -182,3 +182,18 @@ def test_native_kernel_builds_here() -> None:
     assert native_ops() is not None
     assert "cpu-native-decode" in get_kernels("cpu").backend
     assert get_kernels("cpu", prefer="reference").backend == "torch-reference"
+
+
+def test_native_decode_rejects_lengths_beyond_the_block_table() -> None:
+    from kernels.cpu import native_ops
+
+    ops = native_ops()
+    if ops is None:
+        pytest.skip("native CPU kernels did not build here")
+    q = torch.zeros(1, HQ, D)
+    cache = torch.zeros(HKV, 64, D)
+    table = torch.tensor([[1, 2]])
+    out = torch.empty_like(q)
+    for bad in (9, 0):  # 2 blocks of 4 hold at most 8 keys; a row has at least its own token
+        with pytest.raises(RuntimeError, match="kv_lens out of range"):
+            ops.paged_decode_attention(q, cache, cache, table, torch.tensor([bad]), 4, 1.0, 0, out)

@@ -2,11 +2,10 @@
 // through the block table (no gathered copy), scores and weighted sums in float32.
 //
 // Work is split over (sequence, KV head) pairs; the query heads that share a KV head are handled together so
-// each key and value row is loaded once for the whole group. Plain loops over fixed 16-wide accumulators that
-// -O3 vectorises; no intrinsics, so the file builds on any CPU the compiler targets.
+// each key and value row is loaded once for the whole group. Where the compiler targets AVX-512 and the head size
+// is a multiple of 16 (up to 128), an intrinsics path runs; elsewhere plain loops that -O3 vectorises.
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -298,6 +297,10 @@ void paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tenso
                   block_tables.is_contiguous() && kv_lens.is_contiguous(), "block tables and lengths must be int64");
   TORCH_CHECK(block_tables.size(0) == q.size(0) && kv_lens.size(0) == q.size(0), "one table and length per row");
   TORCH_CHECK(!q.is_cuda(), "CPU kernel");
+  TORCH_CHECK(block_size > 0, "block_size must be positive");
+  const int64_t* lens = kv_lens.data_ptr<int64_t>();  // every row's keys must lie inside its block table:
+  for (int64_t r = 0; r < q.size(0); ++r)              // the reads below are not bounds-checked
+    TORCH_CHECK(lens[r] > 0 && lens[r] <= block_tables.size(1) * block_size, "kv_lens out of range for the block tables");
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_decode_attention", [&] {
     decode_kernel<scalar_t>(q, k_cache, v_cache, block_tables, kv_lens, block_size, scale, window, out);
   });
