@@ -7,6 +7,7 @@ native kernel when it builds (kernels/cpu); Triton kernels register here when th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable
 
 import torch
@@ -33,14 +34,11 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
         raise ValueError(f"unknown kernel backend preference {prefer!r}; expected 'auto' or 'reference'")
     device = torch.device(device)
     paged_attention, backend = attention.paged_attention, "torch-reference"
-    if prefer == "auto" and device.type == "cpu":
-        from kernels.cpu import native_ops  # noqa: PLC0415 - builds the C++ kernels on first use
+    ops = _native_cpu_ops(device, prefer)
+    if ops is not None:
+        from kernels.cpu.attention import make_paged_attention  # noqa: PLC0415
 
-        ops = native_ops()
-        if ops is not None:
-            from kernels.cpu.attention import make_paged_attention  # noqa: PLC0415
-
-            paged_attention, backend = make_paged_attention(ops), "torch-reference+cpu-native-decode"
+        paged_attention, backend = make_paged_attention(ops), "torch-reference+cpu-native-decode"
     return Kernels(
         rms_norm=norm.rms_norm,
         add_rms_norm=norm.add_rms_norm,
@@ -49,22 +47,28 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
         store_kv=kv_cache.store_kv,
         paged_attention=paged_attention,
         backend=backend,
-        int8_linear=_int8_linear(device, prefer),
+        int8_linear=_int8_linear(device, prefer, ops),
     )
 
 
-def _int8_linear(device: torch.device, prefer: str) -> Callable[..., torch.Tensor]:
+def _native_cpu_ops(device: torch.device, prefer: str) -> ModuleType | None:
+    """The compiled CPU kernels (built on first use), or None off CPU, when forced to the reference, or when the
+    build failed."""
+    if prefer != "auto" or device.type != "cpu":
+        return None
+    from kernels.cpu import native_ops  # noqa: PLC0415
+
+    return native_ops()
+
+
+def _int8_linear(device: torch.device, prefer: str, ops: ModuleType | None) -> Callable[..., torch.Tensor]:
     """CUDA + triton: weight-only Triton GEMM (int8 weights dequantized in registers; decode reads half the
     bytes). Otherwise per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs; on CPU with the
     native kernels built, its quantize/dequantize passes run in C++ (bit-identical)."""
-    if prefer == "auto" and device.type == "cpu":
-        from kernels.cpu import native_ops  # noqa: PLC0415
+    if ops is not None:
+        from kernels.cpu.int8_linear import make_w8a8_linear  # noqa: PLC0415
 
-        ops = native_ops()
-        if ops is not None:
-            from kernels.cpu.int8_linear import make_w8a8_linear  # noqa: PLC0415
-
-            return make_w8a8_linear(ops)
+        return make_w8a8_linear(ops)
     if prefer == "auto" and device.type == "cuda":
         from kernels import triton as triton_kernels  # noqa: PLC0415 - triton is optional
 
