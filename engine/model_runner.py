@@ -118,27 +118,19 @@ class ModelRunner:
 
     def _decode_group(self, start: int, end: int, lens: list[int], tables: list[list[int]]) -> DecodeGroup:
         """Rows padded to whole blocks: attention gathers block rows (bs * head_dim contiguous values each), which
-        measured 2-3x faster than gathering token rows. Positions past a row's length are masked; missing blocks
-        point at the zeroed null block 0."""
+        measured 2-3x faster than gathering token rows. Positions past a row's length are masked (DecodeGroup
+        derives the mask from kv_lens when a backend asks for it); missing blocks point at the zeroed null block 0."""
         bs = self.block_size
         longest = max(lens)
         nblk = -(-longest // bs)
         padded_tables = [t[:nblk] + [0] * (nblk - len(t[:nblk])) for t in tables]
         table = torch.tensor(padded_tables, dtype=torch.long)
-        mask = None
-        lens_t = torch.tensor(lens, dtype=torch.long)
-        key_pos = torch.arange(nblk * bs)[None, :]
-        if self.window is not None and longest > self.window:
-            mask = (key_pos < lens_t[:, None]) & (key_pos > lens_t[:, None] - 1 - self.window)
-        elif min(lens) != nblk * bs:
-            mask = key_pos < lens_t[:, None]
         return DecodeGroup(
             start=start,
             end=end,
             block_table=table.to(self.device),
             block_size=bs,
-            mask=None if mask is None else mask.to(self.device),
-            kv_lens=lens_t.to(self.device),
+            kv_lens=torch.tensor(lens, dtype=torch.long).to(self.device),
             window=self.window,
         )
 

@@ -15,9 +15,24 @@ class DecodeGroup:
     end: int
     block_table: torch.Tensor  # [G, nblk] KV block ids of each row, padded with the zeroed null block 0
     block_size: int
-    mask: torch.Tensor | None  # [G, nblk * block_size] True where the key is real; None when no row is padded
-    kv_lens: torch.Tensor  # [G] int64 keys per row (the new token included): kernels that read the pool in place
-    window: int | None = None  # sliding window (keys per row), for kernels that use kv_lens instead of the mask
+    kv_lens: torch.Tensor  # [G] int64 keys per row, the new token included
+    window: int | None = None  # sliding window: keys kept per row
+    _mask: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    _mask_built: bool = field(default=False, repr=False, compare=False)
+
+    def key_mask(self) -> torch.Tensor | None:
+        """[G, nblk * block_size] bool, True where a padded key position is real (and inside the window); None
+        when nothing needs masking. For backends that gather whole blocks; kernels that read the pool through
+        kv_lens never build it. Built on first use and shared by every layer of the step."""
+        if not self._mask_built:
+            lens = self.kv_lens[:, None]
+            key_pos = torch.arange(self.block_table.shape[1] * self.block_size, device=lens.device)[None, :]
+            if self.window is not None and int(lens.max()) > self.window:
+                self._mask = (key_pos < lens) & (key_pos > lens - 1 - self.window)
+            elif int(lens.min()) != key_pos.shape[1]:
+                self._mask = key_pos < lens
+            self._mask_built = True
+        return self._mask
 
 
 @dataclass

@@ -118,12 +118,7 @@ def _decode_case(lens: list[int], bs: int, hq: int, hkv: int, dim: int, dtype: t
         refs.append(_naive_heads(q[row:row + 1], k, v, n - 1, window, hq, hkv, dim)[0])
     nblk = max(len(t) for t in tables)
     table = torch.tensor([t + [0] * (nblk - len(t)) for t in tables])
-    lens_t = torch.tensor(lens)
-    key_pos = torch.arange(nblk * bs)[None, :]
-    mask = key_pos < lens_t[:, None]
-    if window is not None:
-        mask &= key_pos > lens_t[:, None] - 1 - window
-    group = DecodeGroup(start=0, end=len(lens), block_table=table, block_size=bs, mask=mask, kv_lens=lens_t,
+    group = DecodeGroup(start=0, end=len(lens), block_table=table, block_size=bs, kv_lens=torch.tensor(lens),
                         window=window)
     return q, k_cache, v_cache, group, torch.stack(refs)
 

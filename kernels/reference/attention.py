@@ -70,7 +70,7 @@ def paged_attention(
     out = torch.empty_like(q)
     for g in meta.decode_groups:
         out[g.start : g.end] = _decode_group(q[g.start : g.end], k_cache, v_cache, g.block_table, g.block_size,
-                                              g.mask, scale)
+                                              g.key_mask(), scale)
     prefill_attention(q, k, v, k_cache, v_cache, meta, scale, out)
     return out
 
