@@ -40,6 +40,20 @@ inline void prefetch_block(const void* p, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 3);
 }
 
+// Calls fn(row, t) for keys t in [lo, len) of one KV head ([slots, dim] rows), block by block through the block
+// table, prefetching each next block while the current one is used.
+template <typename scalar_t, typename Fn>
+inline void for_each_key(const scalar_t* head, const int64_t* table, int64_t lo, int64_t len, int64_t block_size,
+                         int64_t dim, Fn&& fn) {
+  const int64_t block_bytes = block_size * dim * static_cast<int64_t>(sizeof(scalar_t));
+  for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
+    const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
+    const scalar_t* row = head + (table[b] * block_size + off) * dim;
+    if ((b + 1) * block_size < len) prefetch_block(head + table[b + 1] * block_size * dim, block_bytes);
+    for (; t < stop; ++t, row += dim) fn(row, t);
+  }
+}
+
 inline float dot(const float* a, const float* b, int64_t n) {
   float acc[kLanes] = {0.f};
   int64_t i = 0;
@@ -104,28 +118,22 @@ void decode_item_avx512(const float* q, const scalar_t* k_head, const scalar_t* 
   constexpr int64_t dim = 16 * CH;
   constexpr int TILE = CH >= 8 ? 2 : 4;
   const int64_t n = len - lo;
-  const int64_t block_bytes = block_size * dim * static_cast<int64_t>(sizeof(scalar_t));
   for (int64_t g0 = 0; g0 < group; g0 += TILE) {
     const int64_t tile = std::min<int64_t>(TILE, group - g0);
     __m512 qv[TILE][CH];
     for (int g = 0; g < TILE; ++g)
       for (int c = 0; c < CH; ++c) qv[g][c] = g < tile ? _mm512_loadu_ps(q + (g0 + g) * dim + 16 * c) : _mm512_setzero_ps();
     float* sc = scores + g0 * n;
-    for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
-      const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
-      const scalar_t* row = k_head + (table[b] * block_size + off) * dim;
-      if ((b + 1) * block_size < len) prefetch_block(k_head + table[b + 1] * block_size * dim, block_bytes);
-      for (; t < stop; ++t, row += dim) {
-        __m512 kv[CH];
-        for (int c = 0; c < CH; ++c) kv[c] = load16(row + 16 * c);
-        for (int g = 0; g < TILE; ++g) {
-          if (g >= tile) break;
-          __m512 s = _mm512_mul_ps(qv[g][0], kv[0]);
-          for (int c = 1; c < CH; ++c) s = _mm512_fmadd_ps(qv[g][c], kv[c], s);
-          sc[g * n + (t - lo)] = _mm512_reduce_add_ps(s);
-        }
+    for_each_key(k_head, table, lo, len, block_size, dim, [&](const scalar_t* row, int64_t t) {
+      __m512 kv[CH];
+      for (int c = 0; c < CH; ++c) kv[c] = load16(row + 16 * c);
+      for (int g = 0; g < TILE; ++g) {
+        if (g >= tile) break;
+        __m512 s = _mm512_mul_ps(qv[g][0], kv[0]);
+        for (int c = 1; c < CH; ++c) s = _mm512_fmadd_ps(qv[g][c], kv[c], s);
+        sc[g * n + (t - lo)] = _mm512_reduce_add_ps(s);
       }
-    }
+    });
   }
   float inv_sum[64];
   for (int64_t g = 0; g < group; ++g) {
@@ -156,20 +164,15 @@ void decode_item_avx512(const float* q, const scalar_t* k_head, const scalar_t* 
     for (int g = 0; g < TILE; ++g)
       for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_setzero_ps();
     const float* sc = scores + g0 * n;
-    for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
-      const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
-      const scalar_t* row = v_head + (table[b] * block_size + off) * dim;
-      if ((b + 1) * block_size < len) prefetch_block(v_head + table[b + 1] * block_size * dim, block_bytes);
-      for (; t < stop; ++t, row += dim) {
-        __m512 vv[CH];
-        for (int c = 0; c < CH; ++c) vv[c] = load16(row + 16 * c);
-        for (int g = 0; g < TILE; ++g) {
-          if (g >= tile) break;
-          const __m512 p = _mm512_set1_ps(sc[g * n + (t - lo)]);
-          for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_fmadd_ps(p, vv[c], acc[g][c]);
-        }
+    for_each_key(v_head, table, lo, len, block_size, dim, [&](const scalar_t* row, int64_t t) {
+      __m512 vv[CH];
+      for (int c = 0; c < CH; ++c) vv[c] = load16(row + 16 * c);
+      for (int g = 0; g < TILE; ++g) {
+        if (g >= tile) break;
+        const __m512 p = _mm512_set1_ps(sc[g * n + (t - lo)]);
+        for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_fmadd_ps(p, vv[c], acc[g][c]);
       }
-    }
+    });
     for (int g = 0; g < TILE; ++g) {
       if (g >= tile) break;
       const __m512 inv = _mm512_set1_ps(inv_sum[g0 + g]);
@@ -210,7 +213,6 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
   const int64_t* lp = kv_lens.data_ptr<int64_t>();
   scalar_t* op = out.data_ptr<scalar_t>();
   const float fscale = static_cast<float>(scale);
-  const int64_t block_bytes = block_size * dim * static_cast<int64_t>(sizeof(scalar_t));
 
   // Dynamic scheduling: rows arrive sorted by length, so equal static halves would leave one thread idle.
   const int64_t items = rows * kv_heads;
@@ -241,15 +243,10 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
       }
 #endif
       scores.assign(group * n, 0.f);
-      for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
-        const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
-        const scalar_t* base = kp + (head_base + table[b] * block_size + off) * dim;
-        if ((b + 1) * block_size < len) prefetch_block(kp + (head_base + table[b + 1] * block_size) * dim, block_bytes);
-        for (; t < stop; ++t, base += dim) {
-          load_row(base, row.data(), dim);
-          for (int64_t g = 0; g < group; ++g) scores[g * n + (t - lo)] = dot(qf.data() + g * dim, row.data(), dim);
-        }
-      }
+      for_each_key(kp + head_base * dim, table, lo, len, block_size, dim, [&](const scalar_t* key, int64_t t) {
+        load_row(key, row.data(), dim);
+        for (int64_t g = 0; g < group; ++g) scores[g * n + (t - lo)] = dot(qf.data() + g * dim, row.data(), dim);
+      });
       for (int64_t g = 0; g < group; ++g) {
         float* s = scores.data() + g * n;
         float mx = -std::numeric_limits<float>::infinity();
@@ -262,15 +259,10 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
         inv_sum[g] = 1.f / sum;
       }
       std::fill(acc.begin(), acc.end(), 0.f);
-      for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
-        const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
-        const scalar_t* base = vp + (head_base + table[b] * block_size + off) * dim;
-        if ((b + 1) * block_size < len) prefetch_block(vp + (head_base + table[b + 1] * block_size) * dim, block_bytes);
-        for (; t < stop; ++t, base += dim) {
-          load_row(base, row.data(), dim);
-          for (int64_t g = 0; g < group; ++g) axpy(scores[g * n + (t - lo)], row.data(), acc.data() + g * dim, dim);
-        }
-      }
+      for_each_key(vp + head_base * dim, table, lo, len, block_size, dim, [&](const scalar_t* key, int64_t t) {
+        load_row(key, row.data(), dim);
+        for (int64_t g = 0; g < group; ++g) axpy(scores[g * n + (t - lo)], row.data(), acc.data() + g * dim, dim);
+      });
       for (int64_t g = 0; g < group; ++g) {
         scalar_t* o = op + (r * num_heads + h * group + g) * dim;
         for (int64_t d = 0; d < dim; ++d) o[d] = static_cast<scalar_t>(acc[g * dim + d] * inv_sum[g]);
