@@ -1,12 +1,13 @@
 """Chooses kernel implementations by device and availability.
 
-Ops resolve to the torch reference implementations, except decode attention on CPU, which uses the compiled
-native kernel when it builds (kernels/cpu); Triton kernels register here when their issue lands.
+Ops resolve to the torch reference implementations, except on CPU where the compiled native kernels build
+(kernels/cpu): decode attention, the int8 linear's passes, and the fused elementwise steps for bfloat16/float16.
+Triton kernels register here when their issue lands.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Callable
 
@@ -33,22 +34,33 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
     if prefer not in ("auto", "reference"):
         raise ValueError(f"unknown kernel backend preference {prefer!r}; expected 'auto' or 'reference'")
     device = torch.device(device)
-    paged_attention, backend = attention.paged_attention, "torch-reference"
-    ops = _native_cpu_ops(device, prefer)
-    if ops is not None:
-        from kernels.cpu.attention import make_paged_attention  # noqa: PLC0415
-
-        paged_attention, backend = make_paged_attention(ops), "torch-reference+cpu-native-decode"
-    return Kernels(
+    kernels = Kernels(
         rms_norm=norm.rms_norm,
         add_rms_norm=norm.add_rms_norm,
         silu_and_mul=activation.silu_and_mul,
         apply_rotary=rotary.apply_rotary,
         store_kv=kv_cache.store_kv,
-        paged_attention=paged_attention,
-        backend=backend,
-        int8_linear=_int8_linear(device, prefer, ops),
+        paged_attention=attention.paged_attention,
+        backend="torch-reference",
     )
+    ops = _native_cpu_ops(device, prefer)
+    if ops is None:
+        return replace(kernels, int8_linear=_int8_linear(device, prefer))
+    return _with_native_cpu_ops(kernels, ops)
+
+
+def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
+    """The C++ kernels: decode attention and the int8 linear's passes everywhere they build; the fused
+    elementwise kernels (bfloat16/float16 only, bit-identical to the reference) where AVX-512 is present."""
+    from kernels.cpu import attention as cpu_attention, elementwise, int8_linear  # noqa: PLC0415
+
+    kernels = replace(kernels, paged_attention=cpu_attention.make_paged_attention(ops),
+                      int8_linear=int8_linear.make_w8a8_linear(ops), backend="torch-reference+cpu-native")
+    if not ops.has_fused_ops():
+        return kernels
+    return replace(kernels, add_rms_norm=elementwise.make_add_rms_norm(ops),
+                   silu_and_mul=elementwise.make_silu_and_mul(ops),
+                   apply_rotary=elementwise.make_apply_rotary(ops))
 
 
 def _native_cpu_ops(device: torch.device, prefer: str) -> ModuleType | None:
@@ -61,14 +73,10 @@ def _native_cpu_ops(device: torch.device, prefer: str) -> ModuleType | None:
     return native_ops()
 
 
-def _int8_linear(device: torch.device, prefer: str, ops: ModuleType | None) -> Callable[..., torch.Tensor]:
+def _int8_linear(device: torch.device, prefer: str) -> Callable[..., torch.Tensor]:
     """CUDA + triton: weight-only Triton GEMM (int8 weights dequantized in registers; decode reads half the
-    bytes). Otherwise per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs; on CPU with the
-    native kernels built, its quantize/dequantize passes run in C++ (bit-identical)."""
-    if ops is not None:
-        from kernels.cpu.int8_linear import make_w8a8_linear  # noqa: PLC0415
-
-        return make_w8a8_linear(ops)
+    bytes). Otherwise per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs (with the native CPU
+    kernels built, its quantize/dequantize passes run in C++, bit-identical: see _with_native_cpu_ops)."""
     if prefer == "auto" and device.type == "cuda":
         from kernels import triton as triton_kernels  # noqa: PLC0415 - triton is optional
 

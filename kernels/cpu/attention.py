@@ -1,10 +1,11 @@
-"""Paged attention on CPU with the native decode kernel; prefill stays on the torch reference path.
+"""Paged attention on CPU with the native decode kernel; prefill runs the torch reference path with the native
+causal softmax (kernels/cpu/elementwise.py) where it was built.
 
 Decode rows read their keys and values in place through the block table (kernels/cpu/paged_decode.cpp), which
 removes the per-layer gather of every running sequence's KV into a dense copy. On the standard benchmark's
 decode shapes (64 rows, ~1000 keys, smollm2-135m heads, bf16, 2 threads) one layer took ~16 ms with the
 gather + batched matmuls, 12.4 ms as a torch.compile'd gather-and-reduce (inductor's C++ backend, tried
-first), and ~4 ms in place. Prefill is GEMM-shaped and already runs near GEMM speed in torch.
+first), and ~4 ms in place. Prefill's two matmuls are GEMM-shaped and already run near GEMM speed in torch.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from types import ModuleType
 import torch
 
 from kernels.attention_metadata import AttentionMetadata
-from kernels.reference.attention import prefill_attention
+from kernels.cpu.elementwise import make_block_softmax
+from kernels.reference.attention import causal_block_softmax, prefill_attention
 
 
 def make_paged_attention(ops: ModuleType):
     """Bind the compiled module (from `kernels.cpu.native_ops()`) into a `paged_attention` with the reference
     signature."""
+    block_softmax = make_block_softmax(ops) if ops.has_fused_ops() else causal_block_softmax
 
     def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                         v_cache: torch.Tensor, meta: AttentionMetadata, scale: float) -> torch.Tensor:
@@ -27,7 +30,7 @@ def make_paged_attention(ops: ModuleType):
         for g in meta.decode_groups:
             ops.paged_decode_attention(q[g.start : g.end].contiguous(), k_cache, v_cache, g.block_table, g.kv_lens,
                                        g.block_size, scale, g.window or 0, out[g.start : g.end])
-        prefill_attention(q, k, v, k_cache, v_cache, meta, scale, out)
+        prefill_attention(q, k, v, k_cache, v_cache, meta, scale, out, block_softmax)
         return out
 
     return paged_attention

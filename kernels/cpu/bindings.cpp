@@ -7,9 +7,20 @@ void paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tenso
 std::vector<torch::Tensor> quantize_rows(torch::Tensor x);
 void dequantize_rows(torch::Tensor acc, torch::Tensor weight_scale, torch::Tensor row_scale,
                      c10::optional<torch::Tensor> bias, torch::Tensor out);
+std::vector<torch::Tensor> fused_add_rms_norm(torch::Tensor x, c10::optional<torch::Tensor> residual,
+                                              torch::Tensor weight, double eps);
+torch::Tensor fused_silu_and_mul(torch::Tensor x);
+torch::Tensor fused_rotary(torch::Tensor x, torch::Tensor cos, torch::Tensor sin);
+void causal_softmax_(torch::Tensor scores, int64_t block);
+bool has_fused_ops();
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("paged_decode_attention", &paged_decode_attention, "Decode attention over the paged KV pool (CPU)");
   m.def("quantize_rows", &quantize_rows, "Per-row symmetric int8 quantization: (int8 [M, K], float32 scale [M, 1])");
+  m.def("fused_add_rms_norm", &fused_add_rms_norm, "(RMSNorm(x + residual), x + residual) in one pass (bf16/fp16)");
+  m.def("fused_silu_and_mul", &fused_silu_and_mul, "SiLU(gate) * up over [T, 2I] (bf16/fp16)");
+  m.def("fused_rotary", &fused_rotary, "Rotary embedding of [T, H, D] (bf16/fp16)");
+  m.def("causal_softmax_", &causal_softmax_, "In-place softmax under a query block's causal mask (bf16/fp16)");
+  m.def("has_fused_ops", &has_fused_ops, "Whether the fused elementwise kernels were compiled (AVX-512)");
   m.def("dequantize_rows", &dequantize_rows, "out = int32 acc * weight_scale * row_scale (+ bias), in out's dtype");
 }

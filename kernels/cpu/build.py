@@ -17,7 +17,8 @@ from types import ModuleType
 
 log = logging.getLogger(__name__)
 
-_SOURCES = [Path(__file__).with_name(n) for n in ("bindings.cpp", "paged_decode.cpp", "int8_rows.cpp")]
+_SOURCES = [Path(__file__).with_name(n) for n in ("bindings.cpp", "paged_decode.cpp", "int8_rows.cpp", "fused_ops.cpp")]
+_HEADERS = [Path(__file__).with_name("simd.h")]
 # Bump when the build flags change (torch rebuilds by itself when a source changes).
 _VERSION = 1
 DISABLE_ENV = "FINLLM_NATIVE_KERNELS"  # "0": never build or load; use the torch reference kernels
@@ -28,7 +29,9 @@ def _flags() -> list[str]:
     # -fopenmp: at::parallel_for and the kernel's own `omp for` are inline and need it.
     # -ffp-contract=off: no implicit multiply-add fusion, so the int8 passes round exactly like the torch reference
     # (the kernels write their fused multiply-adds explicitly where they want them).
-    return ["-O3", "-std=c++17", "-march=native", "-fopenmp", "-ffp-contract=off"]
+    # The headers' hash as a define: torch rebuilds when a source or a flag changes, not when only a header does.
+    headers = hashlib.sha1(b"".join(h.read_bytes() for h in _HEADERS)).hexdigest()[:12]
+    return ["-O3", "-std=c++17", "-march=native", "-fopenmp", "-ffp-contract=off", f"-DFINLLM_HEADERS_{headers}"]
 
 
 def _module_name() -> str:

@@ -3,7 +3,8 @@
 // The eager version makes about ten passes (copy to float32, abs, amax, divide, round, cast; then cast, two
 // multiplies, bias, cast back). These do the same float operations in the same order, so results are
 // bit-identical to the reference (tested), and an int8 request's output does not depend on the backend.
-#include <torch/extension.h>
+#include "simd.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -11,8 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#include <immintrin.h>
+#ifdef FINLLM_SIMD_AVX512
 #define FINLLM_INT8_AVX512 1
 #endif
 
@@ -23,19 +23,8 @@ constexpr float kMinAmax = 1e-10f;  // matches _MIN_AMAX in the reference
 #ifdef FINLLM_INT8_AVX512
 // std::nearbyint, float -> bfloat16 and friends do not vectorise; these loops do the same IEEE operations 16 lanes
 // at a time (division, round-half-even, int32 -> float) so the results stay bit-identical.
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const c10::BFloat16* p) {
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-}
-inline void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
-inline void store16(c10::BFloat16* p, __m512 v) {  // round half to even, NaN -> 0x7fc0: c10's float -> bfloat16
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc0));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
-}
+using finllm_simd::load16;
+using finllm_simd::store16;
 template <typename T>  // other dtypes (float16, float64) take the scalar loops; these keep the code compiling
 __m512 load16(const T* p) {
   float tmp[16];

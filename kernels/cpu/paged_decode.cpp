@@ -4,7 +4,8 @@
 // Work is split over (sequence, KV head) pairs; the query heads that share a KV head are handled together so
 // each key and value row is loaded once for the whole group. Where the compiler targets AVX-512 and the head size
 // is a multiple of 16 (up to 128), an intrinsics path runs; elsewhere plain loops that -O3 vectorises.
-#include <torch/extension.h>
+#include "simd.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -71,18 +73,10 @@ inline void axpy(float w, const float* x, float* y, int64_t n) {
 }
 
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
+#ifdef FINLLM_SIMD_AVX512
 #define FINLLM_AVX512 1
+using finllm_simd::load16;
 
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const c10::BFloat16* p) {
-  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-}
-inline __m512 load16(const c10::Half* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
 inline __m512 load16(const double* p) {  // float64 models: narrow to float32 like the portable path
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
                             _mm512_cvtpd_ps(_mm512_loadu_pd(p + 8)), 1);
@@ -112,13 +106,73 @@ inline __m512 exp_nonpos(__m512 x) {
 // One (sequence, KV head) item, head_dim = 16 * CH. q: [group, dim] float32, already scaled; out_f: [group, dim].
 // Query heads go through in tiles of TILE whose queries (key pass) and accumulators (value pass) stay in
 // registers; a tile reads each key and value row once. Scores hold exp(s - max); the division comes at the end.
+#if defined(__AVX512BF16__) && defined(__AVX512VL__)
+#define FINLLM_DECODE_DPBF16 1
+// out lane 4g + j = the sum of v[4g + j]'s lanes: 16 horizontal sums in 45 shuffles and adds instead of 16
+// separate reductions (~8 each), the dominant cost of the key pass once the dot products are two instructions.
+inline __m512 transpose_reduce16(const __m512* v) {
+  __m512 s[8], r[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
+    s[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // per 128-bit lane l: the lane-l sums of four vectors
+    r[i] = _mm512_add_ps(_mm512_shuffle_ps(s[2 * i], s[2 * i + 1], 0x44), _mm512_shuffle_ps(s[2 * i], s[2 * i + 1], 0xEE));
+  const __m512 z01 = _mm512_add_ps(_mm512_shuffle_f32x4(r[0], r[1], 0x88), _mm512_shuffle_f32x4(r[0], r[1], 0xDD));
+  const __m512 z23 = _mm512_add_ps(_mm512_shuffle_f32x4(r[2], r[3], 0x88), _mm512_shuffle_f32x4(r[2], r[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(z01, z23, 0x88), _mm512_shuffle_f32x4(z01, z23, 0xDD));
+}
+
+// Key pass for bfloat16 with AVX512-BF16: q . k as bf16 pair dot products accumulated in float32 (two
+// instructions per 64-dim row, no widening of the keys), up to 16 keys reduced at once, then scaled (the order
+// Hugging Face uses: scores = (q k^T) * scale). q: [group, dim] unscaled bf16; scores: [group, n].
+template <int CH2>
+void key_pass_dpbf16(const c10::BFloat16* q, const c10::BFloat16* k_head, const int64_t* table, int64_t lo,
+                     int64_t len, int64_t block_size, int64_t group, float scale, float* scores) {
+  constexpr int64_t dim = 32 * CH2;
+  const int64_t n = len - lo;
+  const __m512 sv = _mm512_set1_ps(scale);
+  const int64_t block_bytes = block_size * dim * static_cast<int64_t>(sizeof(c10::BFloat16));
+  __m512bh qv[64][CH2];
+  for (int64_t g = 0; g < group; ++g)
+    for (int c = 0; c < CH2; ++c) qv[g][c] = (__m512bh)_mm512_loadu_si512(q + g * dim + 32 * c);
+  for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
+    const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
+    const c10::BFloat16* rows = k_head + (table[b] * block_size + off) * dim;
+    if ((b + 1) * block_size < len) prefetch_block(k_head + table[b + 1] * block_size * dim, block_bytes);
+    for (; t < stop; rows += 16 * dim) {
+      const int64_t cnt = std::min<int64_t>(16, stop - t);
+      for (int64_t g = 0; g < group; ++g) {
+        __m512 part[16];
+        for (int64_t j = 0; j < 16; ++j) {
+          if (j >= cnt) { part[j] = _mm512_setzero_ps(); continue; }
+          __m512 acc = _mm512_setzero_ps();
+          for (int c = 0; c < CH2; ++c)
+            acc = _mm512_dpbf16_ps(acc, qv[g][c], (__m512bh)_mm512_loadu_si512(rows + j * dim + 32 * c));
+          part[j] = acc;
+        }
+        _mm512_mask_storeu_ps(scores + g * n + (t - lo), static_cast<__mmask16>((1u << cnt) - 1),
+                              _mm512_mul_ps(transpose_reduce16(part), sv));
+      }
+      t += cnt;
+    }
+  }
+}
+#endif
+
 template <typename scalar_t, int CH>
-void decode_item_avx512(const float* q, const scalar_t* k_head, const scalar_t* v_head, const int64_t* table,
-                        int64_t lo, int64_t len, int64_t block_size, int64_t group, float* scores, float* out_f) {
+void decode_item_avx512(const float* q, const scalar_t* q_raw, float scale, const scalar_t* k_head,
+                        const scalar_t* v_head, const int64_t* table, int64_t lo, int64_t len, int64_t block_size,
+                        int64_t group, float* scores, float* out_f) {
   constexpr int64_t dim = 16 * CH;
   constexpr int TILE = CH >= 8 ? 2 : 4;
   const int64_t n = len - lo;
-  for (int64_t g0 = 0; g0 < group; g0 += TILE) {
+  bool keys_done = false;
+#ifdef FINLLM_DECODE_DPBF16
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && CH % 2 == 0) {
+    key_pass_dpbf16<CH / 2>(q_raw, k_head, table, lo, len, block_size, group, scale, scores);
+    keys_done = true;
+  }
+#endif
+  for (int64_t g0 = 0; g0 < group && !keys_done; g0 += TILE) {
     const int64_t tile = std::min<int64_t>(TILE, group - g0);
     __m512 qv[TILE][CH];
     for (int g = 0; g < TILE; ++g)
@@ -182,17 +236,17 @@ void decode_item_avx512(const float* q, const scalar_t* k_head, const scalar_t* 
 }
 
 template <typename scalar_t>
-bool decode_item_avx512_dispatch(int64_t dim, const float* q, const scalar_t* k_head, const scalar_t* v_head,
-                                 const int64_t* table, int64_t lo, int64_t len, int64_t block_size, int64_t group,
-                                 float* scores, float* out_f) {
+bool decode_item_avx512_dispatch(int64_t dim, const float* q, const scalar_t* q_raw, float scale,
+                                 const scalar_t* k_head, const scalar_t* v_head, const int64_t* table, int64_t lo,
+                                 int64_t len, int64_t block_size, int64_t group, float* scores, float* out_f) {
   if (group > 64) return false;
   switch (dim) {
-    case 16: decode_item_avx512<scalar_t, 1>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 32: decode_item_avx512<scalar_t, 2>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 64: decode_item_avx512<scalar_t, 4>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 80: decode_item_avx512<scalar_t, 5>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 96: decode_item_avx512<scalar_t, 6>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 128: decode_item_avx512<scalar_t, 8>(q, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 16: decode_item_avx512<scalar_t, 1>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 32: decode_item_avx512<scalar_t, 2>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 64: decode_item_avx512<scalar_t, 4>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 80: decode_item_avx512<scalar_t, 5>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 96: decode_item_avx512<scalar_t, 6>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 128: decode_item_avx512<scalar_t, 8>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
     default: return false;
   }
 }
@@ -233,8 +287,9 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
       }
 #ifdef FINLLM_AVX512
       scores.resize(group * n);
-      if (decode_item_avx512_dispatch<scalar_t>(dim, qf.data(), kp + head_base * dim, vp + head_base * dim, table,
-                                                lo, len, block_size, group, scores.data(), out_f.data())) {
+      if (decode_item_avx512_dispatch<scalar_t>(dim, qf.data(), qp + (r * num_heads + h * group) * dim, fscale,
+                                                kp + head_base * dim, vp + head_base * dim, table, lo, len,
+                                                block_size, group, scores.data(), out_f.data())) {
         for (int64_t g = 0; g < group; ++g) {
           scalar_t* o = op + (r * num_heads + h * group + g) * dim;
           for (int64_t d = 0; d < dim; ++d) o[d] = static_cast<scalar_t>(out_f[g * dim + d]);

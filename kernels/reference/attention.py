@@ -13,6 +13,8 @@ in float32, as Hugging Face's eager attention does. Elsewhere (CUDA) and for sli
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -75,14 +77,30 @@ def paged_attention(
     return out
 
 
+def causal_block_softmax(scores: torch.Tensor, block: int) -> torch.Tensor:
+    """scores: contiguous [..., block, keys] of a query block whose last row sees every key; row i sees the first
+    keys - block + i + 1. Returns the probabilities (masked keys 0); may reuse `scores`' memory."""
+    if block > 1:
+        keys = scores.shape[-1]
+        tri = torch.ones(block, block, dtype=torch.bool, device=scores.device).triu_(1)
+        scores[..., keys - block :].masked_fill_(tri, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+BlockSoftmax = Callable[[torch.Tensor, int], torch.Tensor]
+
+
 def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
-                      v_cache: torch.Tensor, meta: AttentionMetadata, scale: float, out: torch.Tensor) -> None:
-    """Writes the rows of `meta.prefills` into `out`; shared by every backend whose decode path differs."""
+                      v_cache: torch.Tensor, meta: AttentionMetadata, scale: float, out: torch.Tensor,
+                      block_softmax: BlockSoftmax = causal_block_softmax) -> None:
+    """Writes the rows of `meta.prefills` into `out`; shared by every backend whose decode path differs (and which
+    may bring its own `block_softmax` for the CPU causal path)."""
     group = q.shape[1] // k.shape[1]
     for p in meta.prefills:
         end = p.start + p.length
         if p.mask is None and q.device.type == "cpu":
-            out[p.start : end] = _prefill_causal_blocked(q[p.start : end], k, v, k_cache, v_cache, p, scale)
+            out[p.start : end] = _prefill_causal_blocked(q[p.start : end], k, v, k_cache, v_cache, p, scale,
+                                                         block_softmax)
         else:
             out[p.start : end] = _prefill_sdpa(q[p.start : end], k, v, k_cache, v_cache, p, scale, group)
 
@@ -97,7 +115,8 @@ def _segment_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache
 
 
 def _prefill_causal_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
-                            v_cache: torch.Tensor, p: PrefillSegment, scale: float) -> torch.Tensor:
+                            v_cache: torch.Tensor, p: PrefillSegment, scale: float,
+                            block_softmax: BlockSoftmax) -> torch.Tensor:
     """q: [n, Hq, D] continuing after p.context_len cached tokens; causal. Returns [n, Hq, D]."""
     n, num_heads, dim = q.shape
     ks, vs = _segment_kv(k, v, k_cache, v_cache, p)
@@ -106,16 +125,13 @@ def _prefill_causal_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     ctx = p.context_len
     qg = (q * scale).view(n, kv_heads, group, dim).permute(1, 2, 0, 3)  # [Hkv, group, n, D]
     out = torch.empty((kv_heads, group, n, dim), dtype=q.dtype, device=q.device)
-    tri = torch.ones(PREFILL_BLOCK, PREFILL_BLOCK, dtype=torch.bool, device=q.device).triu_(1)
     for s in range(0, n, PREFILL_BLOCK):
         e = min(n, s + PREFILL_BLOCK)
         b = e - s
         keys = ctx + e  # this block's last query sees exactly the first ctx + e keys
         qb = qg[:, :, s:e].reshape(kv_heads, group * b, dim)
         scores = torch.bmm(qb, ks[:, :keys].transpose(1, 2)).view(kv_heads, group, b, keys)
-        if b > 1:
-            scores[..., keys - b :].masked_fill_(tri[:b, :b], float("-inf"))
-        probs = torch.softmax(scores, dim=-1).view(kv_heads, group * b, keys)
+        probs = block_softmax(scores, b).view(kv_heads, group * b, keys)
         out[:, :, s:e] = torch.bmm(probs, vs[:, :keys]).view(kv_heads, group, b, dim)
     return out.permute(2, 0, 1, 3).reshape(n, num_heads, dim)
 
