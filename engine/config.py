@@ -24,6 +24,9 @@ class EngineConfig(BaseModel):
     seed: int = 0
     enable_prefix_caching: bool = True
     quantization: Literal["int8"] | None = None
+    # "auto": compiled kernels where they build (C++ on CPU; Triton on CUDA as they land); "reference": the plain
+    # torch implementations only (the benchmark ladder's rung below "+ compiled/fused kernels", and a fallback).
+    kernels: Literal["auto", "reference"] = "auto"
 
     @field_validator("device")
     @classmethod

@@ -90,6 +90,7 @@ class LLM:
         seed: int = 0,
         enable_prefix_caching: bool = True,
         quantization: str | None = None,
+        kernels: str = "auto",
     ) -> None:
         if quantization is None and Path(model_dir).is_dir():  # pre-quantized checkpoints say so in config.json
             from engine.quantization import checkpoint_quantization  # noqa: PLC0415
@@ -107,6 +108,7 @@ class LLM:
             seed=seed,
             enable_prefix_caching=enable_prefix_caching,
             quantization=quantization,  # type: ignore[arg-type]
+            kernels=kernels,  # type: ignore[arg-type]
         )
         model_path = self.config.model_dir
         if not model_path.is_dir():
@@ -123,7 +125,7 @@ class LLM:
                 f"{cfg.max_position_embeddings}"
             )
         self.eos_token_ids = _load_eos_ids(model_path, cfg, self.tokenizer)
-        self.kernels = get_kernels(self.device)
+        self.kernels = get_kernels(self.device, prefer=self.config.kernels)
         self.model = load_model(cfg, model_path, self.dtype, self.device, self.kernels)
         if self.config.quantization is not None:
             from engine.quantization import quantize_model  # noqa: PLC0415 - only when asked for

@@ -160,3 +160,16 @@ def test_config_summary_reports_cpu_allocator_tuning(llm):
     summary = llm.config_summary()
     assert isinstance(summary["cpu_allocator_tuned"], bool)
     assert summary["cpu_allocator_tuned"] is False or summary["device"] == "cpu"
+
+
+def test_kernels_switch_selects_the_plain_torch_kernels(checkpoints, llm):
+    """kernels="reference" (the bench ladder's rung below the compiled kernels) runs the torch ops only and, in
+    float32, generates the same greedy tokens as the default kernels."""
+    ref = LLM(checkpoints["llama"], dtype="float32", block_size=8, kernels="reference")
+    assert ref.config_summary()["kernels"] == "torch-reference"
+    prompts = [[0] + list(range(5, 5 + n)) for n in (3, 11, 20)]
+    params = SamplingParams(max_tokens=8, min_tokens=8, ignore_eos=True)
+    got = [o.token_ids for o in ref.generate(prompts, params, progress=False)]
+    assert got == [o.token_ids for o in llm.generate(prompts, params, progress=False)]
+    with pytest.raises(ValueError, match="kernels"):
+        LLM(checkpoints["llama"], dtype="float32", kernels="fast")
