@@ -148,7 +148,10 @@ class ModelRunner:
         return PrefillSegment(start=row0, length=n, context_len=start, kv_slots=kv_slots, mask=mask)
 
     def zero_blocks(self, block_ids: list[int]) -> None:
-        """Zero whole blocks in every layer (done once per block, the first time it is handed out)."""
+        """Zero whole blocks in every layer (done once per block, the first time it is handed out), for attention
+        kernels that read never-written slots; a no-op for those that stop at each row's length."""
+        if not self.model.k.needs_zeroed_kv:
+            return
         ids = torch.tensor(block_ids, dtype=torch.long, device=self.device)
         for k_cache, v_cache in self.kv_caches:
             for cache in (k_cache, v_cache):

@@ -27,6 +27,9 @@ class Kernels:
     backend: str
     # (x, int8 weight [N, K], float32 scale [N], bias | None) -> x.dtype [.., N]
     int8_linear: Callable[..., torch.Tensor] = int8_gemm.w8a8_linear
+    # Whether paged_attention may read never-written KV slots (the torch decode path gathers whole blocks and
+    # masks the tail, so those must hold finite values: the engine zeroes each block the first time it is used).
+    needs_zeroed_kv: bool = True
 
 
 def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
@@ -50,11 +53,13 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
 
 
 def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
-    """The C++ kernels: decode attention and the int8 linear's passes everywhere they build; the fused
+    """The C++ kernels: decode attention (reads keys only up to each row's length), the KV store and the int8
+    linear's passes everywhere they build; the fused
     elementwise kernels (bfloat16/float16 only, bit-identical to the reference) where AVX-512 is present."""
     from kernels.cpu import attention as cpu_attention, elementwise, int8_linear  # noqa: PLC0415
 
     kernels = replace(kernels, paged_attention=cpu_attention.make_paged_attention(ops),
+                      store_kv=cpu_attention.make_store_kv(ops), needs_zeroed_kv=False,
                       int8_linear=int8_linear.make_w8a8_linear(ops), backend="torch-reference+cpu-native")
     if not ops.has_fused_ops():
         return kernels

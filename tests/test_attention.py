@@ -195,3 +195,22 @@ def test_native_decode_rejects_lengths_beyond_the_block_table() -> None:
     for bad in (9, 0):  # 2 blocks of 4 hold at most 8 keys; a row has at least its own token
         with pytest.raises(RuntimeError, match="kv_lens out of range"):
             ops.paged_decode_attention(q, cache, cache, table, torch.tensor([bad]), 4, 1.0, 0, out)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_store_kv_matches_index_copy(dtype) -> None:
+    from kernels.cpu import native_ops
+    from kernels.cpu.attention import make_store_kv
+
+    ops = native_ops()
+    gen = torch.Generator().manual_seed(3)
+    qkv = torch.randn(7, 5 * 2 * 8, generator=gen).to(dtype)  # v as a strided column slice, like the model's
+    k = torch.randn(7, 2, 8, generator=gen).to(dtype)
+    v = qkv[:, 16:32].view(7, 2, 8)
+    slots = torch.tensor([3, 0, 9, 4, 15, 8, 1])
+    caches = [torch.zeros(2, 16, 8, dtype=dtype) for _ in range(4)]
+    make_store_kv(ops)(k, v, caches[0], caches[1], slots)
+    store_kv(k, v, caches[2], caches[3], slots)
+    assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+    with pytest.raises(RuntimeError, match="outside the cache"):
+        ops.store_kv_(k, v, caches[0], caches[1], torch.tensor([0, 1, 2, 3, 4, 5, 16]))

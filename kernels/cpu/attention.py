@@ -15,8 +15,9 @@ from types import ModuleType
 import torch
 
 from kernels.attention_metadata import AttentionMetadata
-from kernels.cpu.elementwise import make_block_softmax
+from kernels.cpu.elementwise import make_block_softmax, packed_heads
 from kernels.reference.attention import causal_block_softmax, prefill_attention
+from kernels.reference.kv_cache import store_kv as reference_store_kv
 
 
 def make_paged_attention(ops: ModuleType):
@@ -34,3 +35,17 @@ def make_paged_attention(ops: ModuleType):
         return out
 
     return paged_attention
+
+
+def make_store_kv(ops: ModuleType):
+    """`store_kv` through the C++ row copy (kernels/cpu/kv_store.cpp); other layouts take the torch path."""
+
+    def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 slots: torch.Tensor) -> None:
+        if packed_heads(k) and packed_heads(v) and k_cache.is_contiguous() and v_cache.is_contiguous():
+            ops.store_kv_(k, v, k_cache, v_cache, slots)
+        else:
+            reference_store_kv(k, v, k_cache, v_cache, slots)
+
+    return store_kv
+

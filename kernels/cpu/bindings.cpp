@@ -13,6 +13,7 @@ torch::Tensor fused_silu_and_mul(torch::Tensor x);
 torch::Tensor fused_rotary(torch::Tensor x, torch::Tensor cos, torch::Tensor sin);
 void causal_softmax_(torch::Tensor scores, int64_t block);
 bool has_fused_ops();
+void store_kv_(torch::Tensor k, torch::Tensor v, torch::Tensor k_cache, torch::Tensor v_cache, torch::Tensor slots);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("paged_decode_attention", &paged_decode_attention, "Decode attention over the paged KV pool (CPU)");
@@ -21,6 +22,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fused_silu_and_mul", &fused_silu_and_mul, "SiLU(gate) * up over [T, 2I] (bf16/fp16)");
   m.def("fused_rotary", &fused_rotary, "Rotary embedding of [T, H, D] (bf16/fp16)");
   m.def("causal_softmax_", &causal_softmax_, "In-place softmax under a query block's causal mask (bf16/fp16)");
+  m.def("store_kv_", &store_kv_, "Write new keys and values into the paged pool at their slots");
   m.def("has_fused_ops", &has_fused_ops, "Whether the fused elementwise kernels were compiled (AVX-512)");
   m.def("dequantize_rows", &dequantize_rows, "out = int32 acc * weight_scale * row_scale (+ bias), in out's dtype");
 }

@@ -17,7 +17,8 @@ from types import ModuleType
 
 log = logging.getLogger(__name__)
 
-_SOURCES = [Path(__file__).with_name(n) for n in ("bindings.cpp", "paged_decode.cpp", "int8_rows.cpp", "fused_ops.cpp")]
+_SOURCES = [Path(__file__).with_name(n) for n in ("bindings.cpp", "paged_decode.cpp", "int8_rows.cpp", "fused_ops.cpp",
+                                                "kv_store.cpp")]
 _HEADERS = [Path(__file__).with_name("simd.h")]
 # Bump when the build flags change (torch rebuilds by itself when a source changes).
 _VERSION = 1

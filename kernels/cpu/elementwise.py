@@ -44,7 +44,7 @@ def make_silu_and_mul(ops: ModuleType) -> Callable[[torch.Tensor], torch.Tensor]
 def make_apply_rotary(ops: ModuleType) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
                      sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if q.dtype not in _REDUCED or cos.dtype != q.dtype or not _heads_contiguous(q) or not _heads_contiguous(k):
+        if q.dtype not in _REDUCED or cos.dtype != q.dtype or not packed_heads(q) or not packed_heads(k):
             return rotary.apply_rotary(q, k, cos, sin)
         cos, sin = cos.contiguous(), sin.contiguous()
         return ops.fused_rotary(q, cos, sin), ops.fused_rotary(k, cos, sin)
@@ -64,6 +64,6 @@ def make_block_softmax(ops: ModuleType) -> attention.BlockSoftmax:
     return block_softmax
 
 
-def _heads_contiguous(x: torch.Tensor) -> bool:
+def packed_heads(x: torch.Tensor) -> bool:
     """[T, H, D] whose heads and head dims are packed (a column slice of the fused QKV output qualifies)."""
     return x.dim() == 3 and x.stride(2) == 1 and x.stride(1) == x.shape[2]
