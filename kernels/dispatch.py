@@ -54,8 +54,8 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
 
 def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
     """The C++ kernels: decode attention (reads keys only up to each row's length), the KV store and the int8
-    linear's passes everywhere they build; the fused
-    elementwise kernels (bfloat16/float16 only, bit-identical to the reference) where AVX-512 is present."""
+    linear's passes everywhere they build; the fused elementwise kernels (bfloat16/float16 only, bit-identical
+    to the reference) where AVX-512 is present."""
     from kernels.cpu import attention as cpu_attention, elementwise, int8_linear  # noqa: PLC0415
 
     kernels = replace(kernels, paged_attention=cpu_attention.make_paged_attention(ops),

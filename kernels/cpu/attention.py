@@ -48,4 +48,3 @@ def make_store_kv(ops: ModuleType):
             reference_store_kv(k, v, k_cache, v_cache, slots)
 
     return store_kv
-
