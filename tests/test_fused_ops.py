@@ -131,3 +131,22 @@ def test_fused_kernels_reject_float32_and_bad_shapes(ops) -> None:
         ops.fused_add_rms_norm(torch.randn(2, 8).bfloat16(), None, torch.ones(7).bfloat16(), 1e-5)
     with pytest.raises(RuntimeError, match="keys >= block"):
         ops.causal_softmax_(torch.randn(4, 3).bfloat16(), 4)
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral", "qwen2"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_engine_prefill_in_reduced_precision_matches_the_torch_kernels(ops, checkpoints, arch: str,
+                                                                       dtype: str) -> None:
+    """End to end through the model: the first token of each prompt comes from prefill alone (fused norms,
+    rotary, SiLU, KV store, native causal softmax), which is bit-identical to the torch kernels, so the greedy
+    first tokens must agree exactly; prompts cross query blocks and KV blocks."""
+    from engine import LLM, SamplingParams
+
+    prompts = [[1] + [(7 * i + 3 * j) % 250 + 5 for j in range(n)] for i, n in enumerate((3, 17, 40, 129, 150, 260))]
+    params = SamplingParams(max_tokens=1, ignore_eos=True)
+    firsts = {}
+    for kernels in ("auto", "reference"):
+        llm = LLM(checkpoints[arch], dtype=dtype, block_size=8, kernels=kernels)
+        assert ("cpu-native" in llm.config_summary()["kernels"]) == (kernels == "auto")
+        firsts[kernels] = [o.token_ids for o in llm.generate(prompts, params, progress=False)]
+    assert firsts["auto"] == firsts["reference"]
