@@ -153,7 +153,8 @@ class LLM:
         self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
         runner = ModelRunner(
-            self.model, self.kv_caches, cos, sin, self.config.block_size, self.device, cfg.sliding_window
+            self.model, self.kv_caches, cos, sin, self.config.block_size, self.device, cfg.sliding_window,
+            zero_fresh_blocks=self.kernels.needs_zeroed_kv,
         )
         self._core = EngineCore(self.scheduler, runner, self.tokenizer, self.eos_token_ids, self.max_model_len)
         self._structured = None

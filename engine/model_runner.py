@@ -38,6 +38,7 @@ class ModelRunner:
         block_size: int,
         device: torch.device,
         sliding_window: int | None,
+        zero_fresh_blocks: bool = True,
     ) -> None:
         self.model = model
         self.kv_caches = kv_caches
@@ -46,6 +47,8 @@ class ModelRunner:
         self.block_size = block_size
         self.device = device
         self.window = sliding_window
+        # False when the attention kernels never read a slot before it is written (Kernels.needs_zeroed_kv).
+        self.zero_fresh_blocks = zero_fresh_blocks
 
     def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
         bs, table = self.block_size, seq.block_table
@@ -150,7 +153,7 @@ class ModelRunner:
     def zero_blocks(self, block_ids: list[int]) -> None:
         """Zero whole blocks in every layer (done once per block, the first time it is handed out), for attention
         kernels that read never-written slots; a no-op for those that stop at each row's length."""
-        if not self.model.k.needs_zeroed_kv:
+        if not self.zero_fresh_blocks:
             return
         ids = torch.tensor(block_ids, dtype=torch.long, device=self.device)
         for k_cache, v_cache in self.kv_caches:
