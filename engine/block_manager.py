@@ -157,6 +157,17 @@ class BlockManager:
             self.cached[key] = block.block_id
             seq.block_cids.append(block.cid)
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block (they stay allocated-free in the pool). Only while no sequence holds blocks:
+        returns False and changes nothing otherwise."""
+        if any(b.ref_count for b in self.blocks[1:]):
+            return False
+        for block in self.blocks:
+            block.key = None
+            block.cid = None
+        self.cached.clear()
+        return True
+
     # ---- allocation ------------------------------------------------------------------------------------------
     def can_grow(self, seq: Sequence, num_tokens: int) -> bool:
         return self.blocks_needed(num_tokens) - len(seq.block_table) <= len(self.free)

@@ -24,6 +24,9 @@ class EngineConfig(BaseModel):
     seed: int = 0
     enable_prefix_caching: bool = True
     quantization: Literal["int8"] | None = None
+    # "auto": K/V in the model dtype; "int8": one int8 row per token and head with its float32 scale (about half the
+    # bytes decode attention reads, and twice the tokens per byte of cache; changes outputs slightly).
+    kv_cache_dtype: Literal["auto", "int8"] = "auto"
     # "auto": compiled kernels where they build (C++ on CPU; Triton on CUDA as they land); "reference": the plain
     # torch implementations only (the benchmark ladder's rung below "+ compiled/fused kernels", and a fallback).
     kernels: Literal["auto", "reference"] = "auto"

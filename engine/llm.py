@@ -25,7 +25,7 @@ from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
 from engine.tokenizer import Tokenizer
-from kernels import get_kernels
+from kernels import get_kernels, kv_row_width
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -91,6 +91,7 @@ class LLM:
         enable_prefix_caching: bool = True,
         quantization: str | None = None,
         kernels: str = "auto",
+        kv_cache_dtype: str = "auto",
     ) -> None:
         if quantization is None and Path(model_dir).is_dir():  # pre-quantized checkpoints say so in config.json
             from engine.quantization import checkpoint_quantization  # noqa: PLC0415
@@ -109,6 +110,7 @@ class LLM:
             enable_prefix_caching=enable_prefix_caching,
             quantization=quantization,  # type: ignore[arg-type]
             kernels=kernels,  # type: ignore[arg-type]
+            kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
         )
         model_path = self.config.model_dir
         if not model_path.is_dir():
@@ -132,19 +134,20 @@ class LLM:
 
             quantize_model(self.model, self.config.quantization)
 
-        elem = torch.empty((), dtype=self.dtype).element_size()
-        block_bytes = self.config.block_size * cfg.kv_bytes_per_token * elem
+        block_bytes = self.config.block_size * self._kv_bytes_per_token()
         budget = self.config.kv_cache_memory or self._default_kv_budget()
         num_blocks = budget // block_bytes
         if num_blocks < 1:
             raise ValueError(f"kv_cache_memory={budget} bytes is smaller than one KV block ({block_bytes} bytes)")
         # One extra block (id 0) is the null block padded key positions point at: zeroed, so masked reads of it are
         # harmless, while the rest stays uninitialised (untouched pages cost no RAM until a sequence writes them).
-        shape = (cfg.num_kv_heads, (num_blocks + 1) * self.config.block_size, cfg.head_dim)
+        quantized_kv = self.config.kv_cache_dtype == "int8"
+        shape = (cfg.num_kv_heads, (num_blocks + 1) * self.config.block_size, kv_row_width(cfg.head_dim, quantized_kv))
+        kv_dtype = torch.int8 if quantized_kv else self.dtype
         self.kv_caches = []
         for _ in range(cfg.num_layers):
-            k = torch.empty(shape, dtype=self.dtype, device=self.device)
-            v = torch.empty(shape, dtype=self.dtype, device=self.device)
+            k = torch.empty(shape, dtype=kv_dtype, device=self.device)
+            v = torch.empty(shape, dtype=kv_dtype, device=self.device)
             k[:, : self.config.block_size].zero_()
             v[:, : self.config.block_size].zero_()
             self.kv_caches.append((k, v))
@@ -154,7 +157,7 @@ class LLM:
         self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
         runner = ModelRunner(
             self.model, self.kv_caches, cos, sin, self.config.block_size, self.device, cfg.sliding_window,
-            zero_fresh_blocks=self.kernels.needs_zeroed_kv,
+            decode_reads_padding=self.kernels.decode_reads_padding,
         )
         self._core = EngineCore(self.scheduler, runner, self.tokenizer, self.eos_token_ids, self.max_model_len)
         self._structured = None
@@ -166,10 +169,15 @@ class LLM:
             free, _ = torch.cuda.mem_get_info(self.device)
             return int(free * 0.8)
         # Enough for max_num_seqs full-length sequences, but never more than 4 GiB or 40% of free RAM.
-        cfg = self.model_config
-        elem = torch.empty((), dtype=self.dtype).element_size()
-        useful = self.config.max_num_seqs * (self.max_model_len + self.config.block_size) * cfg.kv_bytes_per_token * elem
+        useful = self.config.max_num_seqs * (self.max_model_len + self.config.block_size) * self._kv_bytes_per_token()
         return int(min(useful, 4 * GiB, 0.4 * _available_memory()))
+
+    def _kv_bytes_per_token(self) -> int:
+        """K and V bytes of one token over all layers, in the cache's row format."""
+        cfg = self.model_config
+        if self.config.kv_cache_dtype == "int8":
+            return 2 * cfg.num_layers * cfg.num_kv_heads * kv_row_width(cfg.head_dim, quantized=True)
+        return cfg.kv_bytes_per_token * torch.empty((), dtype=self.dtype).element_size()
 
     def config_summary(self) -> dict[str, Any]:
         c = self.config
@@ -186,10 +194,16 @@ class LLM:
             "max_model_len": self.max_model_len,
             "enable_prefix_caching": c.enable_prefix_caching,
             "quantization": c.quantization,
+            "kv_cache_dtype": c.kv_cache_dtype,
             "kernels": self.kernels.backend,
             "cpu_allocator_tuned": self.cpu_allocator_tuned,
             "seed": c.seed,
         }
+
+    def reset_prefix_cache(self) -> bool:
+        """Drop every cached prefix block, so the next batch is prefilled from scratch (benchmarks that repeat a
+        workload need this). Returns False, and drops nothing, while requests hold blocks."""
+        return self.block_manager.reset_prefix_cache()
 
     def stats(self) -> dict[str, Any]:
         bm = self.block_manager.stats

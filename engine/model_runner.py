@@ -14,7 +14,8 @@ from engine.scheduler import ScheduledBatch
 from engine.sequence import Sequence
 from kernels import AttentionMetadata, DecodeGroup, PrefillSegment
 
-# Decode rows are grouped so padding wastes at most this share of a group's key positions.
+# Decode rows are grouped so padding wastes at most this share of a group's key positions (kernels that read
+# padded blocks only; the others take all decode rows in one call).
 _MAX_PAD_WASTE = 0.2
 _MAX_GROUP = 64
 
@@ -38,7 +39,7 @@ class ModelRunner:
         block_size: int,
         device: torch.device,
         sliding_window: int | None,
-        zero_fresh_blocks: bool = True,
+        decode_reads_padding: bool = True,
     ) -> None:
         self.model = model
         self.kv_caches = kv_caches
@@ -47,8 +48,8 @@ class ModelRunner:
         self.block_size = block_size
         self.device = device
         self.window = sliding_window
-        # False when the attention kernels never read a slot before it is written (Kernels.needs_zeroed_kv).
-        self.zero_fresh_blocks = zero_fresh_blocks
+        # Kernels.decode_reads_padding: zero fresh blocks and group decode rows by length only when it holds.
+        self.decode_reads_padding = decode_reads_padding
 
     def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
         bs, table = self.block_size, seq.block_table
@@ -86,9 +87,8 @@ class ModelRunner:
             logits_rows.append(row)
             sampling.append(seq)
             kv_len = p + 1
-            if group_lens:
-                longest = kv_len
-                padded = longest * (len(group_lens) + 1)
+            if group_lens and self.decode_reads_padding:
+                padded = kv_len * (len(group_lens) + 1)  # rows ascend: this one is the group's longest
                 waste = 1 - (sum(group_lens) + kv_len) / padded
                 if waste > _MAX_PAD_WASTE or len(group_lens) >= _MAX_GROUP:
                     close_group(row)
@@ -153,7 +153,7 @@ class ModelRunner:
     def zero_blocks(self, block_ids: list[int]) -> None:
         """Zero whole blocks in every layer (done once per block, the first time it is handed out), for attention
         kernels that read never-written slots; a no-op for those that stop at each row's length."""
-        if not self.zero_fresh_blocks:
+        if not self.decode_reads_padding:
             return
         ids = torch.tensor(block_ids, dtype=torch.long, device=self.device)
         for k_cache, v_cache in self.kv_caches:

@@ -6,5 +6,6 @@ implementation can replace a torch reference without touching the model.
 
 from kernels.attention_metadata import AttentionMetadata, DecodeGroup, PrefillSegment
 from kernels.dispatch import Kernels, get_kernels
+from kernels.reference.kv_cache import kv_row_width
 
-__all__ = ["AttentionMetadata", "DecodeGroup", "PrefillSegment", "Kernels", "get_kernels"]
+__all__ = ["AttentionMetadata", "DecodeGroup", "PrefillSegment", "Kernels", "get_kernels", "kv_row_width"]

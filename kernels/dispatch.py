@@ -27,9 +27,11 @@ class Kernels:
     backend: str
     # (x, int8 weight [N, K], float32 scale [N], bias | None) -> x.dtype [.., N]
     int8_linear: Callable[..., torch.Tensor] = int8_gemm.w8a8_linear
-    # Whether paged_attention may read never-written KV slots (the torch decode path gathers whole blocks and
-    # masks the tail, so those must hold finite values: the engine zeroes each block the first time it is used).
-    needs_zeroed_kv: bool = True
+    # Whether decode attention reads each row's blocks whole, padded to its group's longest row (the torch path:
+    # it gathers whole blocks and masks the tail). Then never-written slots must hold finite values (the engine
+    # zeroes each block the first time it is used) and rows of similar length are grouped to limit the padding.
+    # Kernels that stop at each row's length need neither.
+    decode_reads_padding: bool = True
 
 
 def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
@@ -59,7 +61,7 @@ def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
     from kernels.cpu import attention as cpu_attention, elementwise, int8_linear  # noqa: PLC0415
 
     kernels = replace(kernels, paged_attention=cpu_attention.make_paged_attention(ops),
-                      store_kv=cpu_attention.make_store_kv(ops), needs_zeroed_kv=False,
+                      store_kv=cpu_attention.make_store_kv(ops), decode_reads_padding=False,
                       int8_linear=int8_linear.make_w8a8_linear(ops), backend="torch-reference+cpu-native")
     if not ops.has_fused_ops():
         return kernels

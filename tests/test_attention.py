@@ -11,7 +11,7 @@ import torch
 
 from kernels import AttentionMetadata, PrefillSegment
 from kernels.reference import attention
-from kernels.reference.kv_cache import store_kv
+from kernels.reference.kv_cache import SCALE_BYTES, fake_quantize_kv, quantize_kv, store_kv
 
 HQ, HKV, D = 6, 2, 16
 
@@ -32,15 +32,17 @@ def _naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, context: int, wind
     return (scores.softmax(-1) @ vv).transpose(0, 1)
 
 
-def _run(context: int, n: int, window: int | None = None, force_sdpa: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def _run(context: int, n: int, window: int | None = None, force_sdpa: bool = False,
+         int8_kv: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(context * 1000 + n)
     total = context + n
     q = torch.randn(n, HQ, D, generator=gen)
     k_all = torch.randn(total, HKV, D, generator=gen)
     v_all = torch.randn(total, HKV, D, generator=gen)
     slots_total = total + 40
-    k_cache = torch.zeros(HKV, slots_total, D)
-    v_cache = torch.zeros(HKV, slots_total, D)
+    row, kv_dtype = (D + SCALE_BYTES, torch.int8) if int8_kv else (D, torch.float32)
+    k_cache = torch.zeros(HKV, slots_total, row, dtype=kv_dtype)
+    v_cache = torch.zeros(HKV, slots_total, row, dtype=kv_dtype)
     # Scatter the sequence over non-contiguous slots, as a block table would.
     slots = torch.randperm(slots_total - 1, generator=gen)[:total] + 1
     store_kv(k_all, v_all, k_cache, v_cache, slots)
@@ -55,6 +57,8 @@ def _run(context: int, n: int, window: int | None = None, force_sdpa: bool = Fal
         out = attention._prefill_sdpa(q, k_all[context:], v_all[context:], k_cache, v_cache, seg, D**-0.5, HQ // HKV)
     else:
         out = attention.paged_attention(q, k_all[context:], v_all[context:], k_cache, v_cache, meta, D**-0.5)
+    if int8_kv:  # every key, cached or of this chunk, is attended as the int8 cache gives it back
+        k_all, v_all = fake_quantize_kv(k_all), fake_quantize_kv(v_all)
     return out, _naive(q, k_all, v_all, context, window)
 
 
@@ -68,6 +72,17 @@ def test_causal_prefill_matches_naive(context: int, n: int, force_sdpa: bool) ->
     out, ref = _run(context, n, force_sdpa=force_sdpa)
     assert out.shape == ref.shape
     torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(("context", "n"), [(0, 2 * attention.PREFILL_BLOCK + 7), (37, 300)])
+@pytest.mark.parametrize("force_sdpa", [False, True])
+def test_int8_kv_prefill_attends_over_dequantized_keys(context: int, n: int, force_sdpa: bool) -> None:
+    """Whether a key comes from the cache (context) or from this chunk, attention sees its dequantized value, so
+    chunking and prefix caching cannot change results."""
+    out, ref = _run(context, n, force_sdpa=force_sdpa, int8_kv=True)
+    torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
+    plain, _ = _run(context, n, force_sdpa=force_sdpa)
+    assert not torch.allclose(out, plain, atol=1e-6)  # the int8 path really ran
 
 
 def test_sliding_window_prefill_matches_naive() -> None:
@@ -87,16 +102,26 @@ def _decode_backends() -> list:
     return backends
 
 
+def _nan_cache(hkv: int, slots: int, dim: int, dtype: torch.dtype, int8: bool) -> torch.Tensor:
+    """A pool whose every row reads as NaN: float NaNs, or int8 rows whose float32 scale is NaN."""
+    if not int8:
+        return torch.full((hkv, slots, dim), float("nan"), dtype=dtype)
+    cache = torch.zeros((hkv, slots, dim + SCALE_BYTES), dtype=torch.int8)
+    cache[..., dim:] = torch.tensor([float("nan")], dtype=torch.float32).view(torch.int8)
+    return cache
+
+
 def _decode_case(lens: list[int], bs: int, hq: int, hkv: int, dim: int, dtype: torch.dtype, seed: int,
-                 window: int | None = None):
+                 window: int | None = None, int8_kv: bool = False):
     """Rows of different lengths in one group, scattered over random blocks; blocks no row owns hold NaN, so a
-    wrong block id would show. Returns (q, k_cache, v_cache, DecodeGroup, float64 reference)."""
+    wrong block id would show. With `int8_kv` the pool holds int8 rows and the reference attends over the values
+    they dequantize to. Returns (q, k_cache, v_cache, DecodeGroup, float64 reference)."""
     from kernels import DecodeGroup
 
     gen = torch.Generator().manual_seed(seed)
     num_blocks = sum(-(-n // bs) for n in lens) + 3
-    k_cache = torch.full((hkv, (num_blocks + 1) * bs, dim), float("nan"), dtype=dtype)
-    v_cache = torch.full((hkv, (num_blocks + 1) * bs, dim), float("nan"), dtype=dtype)
+    k_cache = _nan_cache(hkv, (num_blocks + 1) * bs, dim, dtype, int8_kv)
+    v_cache = _nan_cache(hkv, (num_blocks + 1) * bs, dim, dtype, int8_kv)
     k_cache[:, :bs] = 0  # null block
     v_cache[:, :bs] = 0
     ids = torch.randperm(num_blocks, generator=gen) + 1
@@ -114,6 +139,8 @@ def _decode_case(lens: list[int], bs: int, hq: int, hkv: int, dim: int, dtype: t
         v = torch.randn(n, hkv, dim, generator=gen).to(dtype)
         slots = torch.tensor([blocks[p // bs] * bs + p % bs for p in range(n)])
         store_kv(k, v, k_cache, v_cache, slots)
+        if int8_kv:
+            k, v = fake_quantize_kv(k.float()), fake_quantize_kv(v.float())
         tables.append(blocks)
         refs.append(_naive_heads(q[row:row + 1], k, v, n - 1, window, hq, hkv, dim)[0])
     nblk = max(len(t) for t in tables)
@@ -147,24 +174,31 @@ def test_decode_group_gathers_blocks_and_masks_padding(backend) -> None:
 
 @pytest.mark.parametrize("backend", _decode_backends())
 @pytest.mark.parametrize(
-    ("dtype", "hq", "hkv", "dim", "window", "atol"),
+    ("dtype", "hq", "hkv", "dim", "window", "atol", "int8_kv"),
     [
-        (torch.float32, 9, 3, 64, None, 2e-5),  # smollm2 heads: the AVX-512 path
-        (torch.float32, 14, 2, 64, 40, 2e-5),  # qwen2.5 grouping, sliding window
-        (torch.float32, 4, 4, 128, None, 2e-5),  # no grouping, wide heads
-        (torch.float32, 4, 2, 24, None, 2e-5),  # head_dim not a multiple of 16: the portable loops
-        (torch.bfloat16, 9, 3, 64, None, 3e-2),  # AVX512-BF16 key pass where the CPU has it
-        (torch.bfloat16, 14, 2, 64, 40, 3e-2),  # ... with a window starting mid-block (partial key chunks)
-        (torch.bfloat16, 4, 4, 128, None, 3e-2),
-        (torch.bfloat16, 6, 3, 32, None, 3e-2),
-        (torch.float16, 8, 2, 32, None, 5e-3),
+        (torch.float32, 9, 3, 64, None, 2e-5, False),  # smollm2 heads: the AVX-512 path
+        (torch.float32, 14, 2, 64, 40, 2e-5, False),  # qwen2.5 grouping, sliding window
+        (torch.float32, 4, 4, 128, None, 2e-5, False),  # no grouping, wide heads
+        (torch.float32, 4, 2, 24, None, 2e-5, False),  # head_dim not a multiple of 16: the portable loops
+        (torch.bfloat16, 9, 3, 64, None, 3e-2, False),  # AVX512-BF16 key pass where the CPU has it
+        (torch.bfloat16, 14, 2, 64, 40, 3e-2, False),  # ... with a window starting mid-block (partial key chunks)
+        (torch.bfloat16, 4, 4, 128, None, 3e-2, False),
+        (torch.bfloat16, 6, 3, 32, None, 3e-2, False),
+        (torch.float16, 8, 2, 32, None, 5e-3, False),
+        # int8 KV rows: the int8 key pass, a window starting mid-chunk, the portable loops, reduced precision q
+        (torch.float32, 9, 3, 64, None, 2e-5, True),
+        (torch.float32, 14, 2, 64, 40, 2e-5, True),
+        (torch.float32, 4, 2, 24, None, 2e-5, True),
+        (torch.float32, 4, 4, 128, None, 2e-5, True),
+        (torch.bfloat16, 9, 3, 64, None, 3e-2, True),
+        (torch.float16, 8, 2, 32, None, 5e-3, True),
     ],
 )
-def test_decode_matches_naive_across_shapes_and_dtypes(backend, dtype, hq, hkv, dim, window, atol) -> None:
+def test_decode_matches_naive_across_shapes_and_dtypes(backend, dtype, hq, hkv, dim, window, atol, int8_kv) -> None:
     """Long rows (hundreds of keys over many 16-token blocks), short rows and a row ending mid-block."""
     lens = [1, 17, 300, 513, 64]
     q, k_cache, v_cache, group, ref = _decode_case(lens, bs=16, hq=hq, hkv=hkv, dim=dim, dtype=dtype, seed=11,
-                                                   window=window)
+                                                   window=window, int8_kv=int8_kv)
     meta = AttentionMetadata(slot_mapping=torch.empty(0, dtype=torch.long), decode_groups=[group])
     kv = torch.zeros(len(lens), hkv, dim, dtype=dtype)
     out = backend(q, kv, kv, k_cache, v_cache, meta, dim**-0.5)
@@ -197,20 +231,29 @@ def test_native_decode_rejects_lengths_beyond_the_block_table() -> None:
             ops.paged_decode_attention(q, cache, cache, table, torch.tensor([bad]), 4, 1.0, 0, out)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_native_store_kv_matches_index_copy(dtype) -> None:
+@pytest.mark.parametrize("int8_kv", [False, True], ids=["float-rows", "int8-rows"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_native_store_kv_matches_index_copy(dtype, int8_kv) -> None:
+    """Float rows are copied; int8 rows are quantized exactly as the reference does (values and scale bytes)."""
     from kernels.cpu import native_ops
     from kernels.cpu.attention import make_store_kv
 
     ops = native_ops()
+    if ops is None:
+        pytest.skip("native CPU kernels did not build here")
     gen = torch.Generator().manual_seed(3)
-    qkv = torch.randn(7, 5 * 2 * 8, generator=gen).to(dtype)  # v as a strided column slice, like the model's
-    k = torch.randn(7, 2, 8, generator=gen).to(dtype)
-    v = qkv[:, 16:32].view(7, 2, 8)
+    dim = 40  # two 16-lane chunks and a tail
+    qkv = torch.randn(7, 5 * 2 * dim, generator=gen).to(dtype)  # v as a strided column slice, like the model's
+    k = torch.randn(7, 2, dim, generator=gen).to(dtype)
+    k[2, 1] = 0  # an all-zero row gets the minimum scale, not a division by zero
+    v = qkv[:, 2 * dim : 4 * dim].view(7, 2, dim)
     slots = torch.tensor([3, 0, 9, 4, 15, 8, 1])
-    caches = [torch.zeros(2, 16, 8, dtype=dtype) for _ in range(4)]
+    row = dim + SCALE_BYTES if int8_kv else dim
+    caches = [torch.zeros(2, 16, row, dtype=torch.int8 if int8_kv else dtype) for _ in range(4)]
     make_store_kv(ops)(k, v, caches[0], caches[1], slots)
     store_kv(k, v, caches[2], caches[3], slots)
     assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+    if int8_kv:
+        assert torch.equal(caches[0][:, slots], quantize_kv(k).transpose(0, 1))
     with pytest.raises(RuntimeError, match="outside the cache"):
         ops.store_kv_(k, v, caches[0], caches[1], torch.tensor([0, 1, 2, 3, 4, 5, 16]))

@@ -3,7 +3,7 @@
 // The eager version makes about ten passes (copy to float32, abs, amax, divide, round, cast; then cast, two
 // multiplies, bias, cast back). These do the same float operations in the same order, so results are
 // bit-identical to the reference (tested), and an int8 request's output does not depend on the backend.
-#include "simd.h"
+#include "int8_quant.h"
 
 #include <ATen/Parallel.h>
 
@@ -17,21 +17,11 @@
 #endif
 
 namespace {
-constexpr float kQmax = 127.f;
-constexpr float kMinAmax = 1e-10f;  // matches _MIN_AMAX in the reference
-
 #ifdef FINLLM_INT8_AVX512
-// std::nearbyint, float -> bfloat16 and friends do not vectorise; these loops do the same IEEE operations 16 lanes
-// at a time (division, round-half-even, int32 -> float) so the results stay bit-identical.
-using finllm_simd::load16;
+// float -> bfloat16 and friends do not vectorise; this loop does the same IEEE operations 16 lanes at a time
+// (int32 -> float, two multiplies, round-half-even) so the results stay bit-identical.
 using finllm_simd::store16;
-template <typename T>  // other dtypes (float16, float64) take the scalar loops; these keep the code compiling
-__m512 load16(const T* p) {
-  float tmp[16];
-  for (int i = 0; i < 16; ++i) tmp[i] = static_cast<float>(p[i]);
-  return _mm512_loadu_ps(tmp);
-}
-template <typename T>
+template <typename T>  // other dtypes (float16, float64) take the scalar loop; this keeps the code compiling
 void store16(T* p, __m512 v) {
   float tmp[16];
   _mm512_storeu_ps(tmp, v);
@@ -52,39 +42,7 @@ std::vector<torch::Tensor> quantize_rows(torch::Tensor x) {
     float* sp = scale.data_ptr<float>();
     at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
       std::vector<float> row(cols);
-      for (int64_t i = begin; i < end; ++i) {
-        const scalar_t* src = xp + i * cols;
-        float amax = 0.f;
-        int64_t k0 = 0;
-#ifdef FINLLM_INT8_AVX512
-        if constexpr (kVec<scalar_t>) {
-          __m512 vmax = _mm512_setzero_ps();
-          for (; k0 + 16 <= cols; k0 += 16) {
-            const __m512 v = load16(src + k0);
-            _mm512_storeu_ps(row.data() + k0, v);
-            vmax = _mm512_max_ps(vmax, _mm512_abs_ps(v));
-          }
-          amax = _mm512_reduce_max_ps(vmax);
-        }
-#endif
-        for (int64_t k = k0; k < cols; ++k) {
-          row[k] = static_cast<float>(src[k]);
-          amax = std::max(amax, std::fabs(row[k]));
-        }
-        const float s = std::max(amax, kMinAmax) / kQmax;
-        sp[i] = s;
-        int8_t* dst = qp + i * cols;
-        int64_t k1 = 0;
-#ifdef FINLLM_INT8_AVX512
-        const __m512 sv = _mm512_set1_ps(s);
-        for (; k1 + 16 <= cols; k1 += 16) {
-          const __m512 r = _mm512_roundscale_ps(_mm512_div_ps(_mm512_loadu_ps(row.data() + k1), sv),
-                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k1), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(r)));
-        }
-#endif
-        for (int64_t k = k1; k < cols; ++k) dst[k] = static_cast<int8_t>(std::nearbyint(row[k] / s));
-      }
+      for (int64_t i = begin; i < end; ++i) sp[i] = finllm_int8::quantize_row(xp + i * cols, cols, row.data(), qp + i * cols);
     });
   });
   return {q, scale};

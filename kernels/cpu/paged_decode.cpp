@@ -31,8 +31,27 @@ inline void load_row(const c10::BFloat16* src, float* dst, int64_t n) {
 }
 
 template <typename T>
-inline void load_row(const T* src, float* dst, int64_t n) {  // float16, float64
+inline void load_row(const T* src, float* dst, int64_t n) {  // float16, float64, int8 cache rows
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+// Cache rows: head_dim values, and for an int8 cache the row's float32 scale in the 4 bytes after them
+// (kernels/reference/kv_cache.py). Float rows have no scale (1).
+template <typename cache_t>
+constexpr bool kQuantized = std::is_same_v<cache_t, int8_t>;
+
+template <typename cache_t>
+constexpr int64_t row_stride(int64_t dim) { return kQuantized<cache_t> ? dim + static_cast<int64_t>(sizeof(float)) : dim; }
+
+template <typename cache_t>
+inline float row_scale(const cache_t* row, int64_t dim) {
+  if constexpr (kQuantized<cache_t>) {
+    float s;
+    std::memcpy(&s, row + dim, sizeof(float));
+    return s;
+  } else {
+    return 1.f;
+  }
 }
 
 // Blocks sit anywhere in the pool, so the hardware prefetcher restarts at every block; ask for the next block's
@@ -42,17 +61,25 @@ inline void prefetch_block(const void* p, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 3);
 }
 
-// Calls fn(row, t) for keys t in [lo, len) of one KV head ([slots, dim] rows), block by block through the block
-// table, prefetching each next block while the current one is used.
-template <typename scalar_t, typename Fn>
-inline void for_each_key(const scalar_t* head, const int64_t* table, int64_t lo, int64_t len, int64_t block_size,
-                         int64_t dim, Fn&& fn) {
-  const int64_t block_bytes = block_size * dim * static_cast<int64_t>(sizeof(scalar_t));
+// At block b of a walk through a table of `len` keys: prefetch block b + 1 (two or four blocks ahead measured no
+// better for int8 rows and 1.4x slower for bfloat16 ones on the benchmark's decode shapes).
+template <typename cache_t>
+inline void prefetch_next(const cache_t* head, const int64_t* table, int64_t b, int64_t len, int64_t block_size,
+                          int64_t stride) {
+  if ((b + 1) * block_size < len)
+    prefetch_block(head + table[b + 1] * block_size * stride, block_size * stride * static_cast<int64_t>(sizeof(cache_t)));
+}
+
+// Calls fn(row, t) for keys t in [lo, len) of one KV head ([slots, stride] rows), block by block through the
+// block table, prefetching each next block while the current one is used.
+template <typename cache_t, typename Fn>
+inline void for_each_key(const cache_t* head, const int64_t* table, int64_t lo, int64_t len, int64_t block_size,
+                         int64_t stride, Fn&& fn) {
   for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
     const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
-    const scalar_t* row = head + (table[b] * block_size + off) * dim;
-    if ((b + 1) * block_size < len) prefetch_block(head + table[b + 1] * block_size * dim, block_bytes);
-    for (; t < stop; ++t, row += dim) fn(row, t);
+    const cache_t* row = head + (table[b] * block_size + off) * stride;
+    prefetch_next(head, table, b, len, block_size, stride);
+    for (; t < stop; ++t, row += stride) fn(row, t);
   }
 }
 
@@ -76,6 +103,10 @@ inline void axpy(float w, const float* x, float* y, int64_t n) {
 #ifdef FINLLM_SIMD_AVX512
 #define FINLLM_AVX512 1
 using finllm_simd::load16;
+
+inline __m512 load16(const int8_t* p) {  // int8 cache rows (their scale is applied to the dot product)
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
 
 inline __m512 load16(const double* p) {  // float64 models: narrow to float32 like the portable path
   return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
@@ -103,11 +134,6 @@ inline __m512 exp_nonpos(__m512 x) {
   return _mm512_mask_blend_ps(tiny, e, _mm512_setzero_ps());
 }
 
-// One (sequence, KV head) item, head_dim = 16 * CH. q: [group, dim] float32, already scaled; out_f: [group, dim].
-// Query heads go through in tiles of TILE whose queries (key pass) and accumulators (value pass) stay in
-// registers; a tile reads each key and value row once. Scores hold exp(s - max); the division comes at the end.
-#if defined(__AVX512BF16__) && defined(__AVX512VL__)
-#define FINLLM_DECODE_DPBF16 1
 // out lane 4g + j = the sum of v[4g + j]'s lanes: 16 horizontal sums in 45 shuffles and adds instead of 16
 // separate reductions (~8 each), the dominant cost of the key pass once the dot products are two instructions.
 inline __m512 transpose_reduce16(const __m512* v) {
@@ -121,6 +147,55 @@ inline __m512 transpose_reduce16(const __m512* v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(z01, z23, 0x88), _mm512_shuffle_f32x4(z01, z23, 0xDD));
 }
 
+// Key pass for an int8 cache: each row widened to float32 once for up to TILE query heads, q . k accumulated per
+// key and reduced 16 keys at a time, then multiplied by the rows' scales. q: [group, dim] float32, already
+// scaled; scores: [group, n].
+template <int CH>
+void key_pass_int8(const float* q, const int8_t* k_head, const int64_t* table, int64_t lo, int64_t len,
+                   int64_t block_size, int64_t group, float* scores) {
+  constexpr int64_t dim = 16 * CH, stride = dim + 4;
+  constexpr int TILE = 4;
+  const int64_t n = len - lo;
+  for (int64_t g0 = 0; g0 < group; g0 += TILE) {
+    const int64_t tile = std::min<int64_t>(TILE, group - g0);
+    __m512 qv[TILE][CH];
+    for (int g = 0; g < TILE; ++g)
+      for (int c = 0; c < CH; ++c) qv[g][c] = g < tile ? _mm512_loadu_ps(q + (g0 + g) * dim + 16 * c) : _mm512_setzero_ps();
+    for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
+      const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
+      const int8_t* rows = k_head + (table[b] * block_size + off) * stride;
+      prefetch_next(k_head, table, b, len, block_size, stride);
+      for (; t < stop; rows += 16 * stride) {
+        const int64_t cnt = std::min<int64_t>(16, stop - t);
+        __m512 part[TILE][16];
+        float ks[16] = {0.f};
+        for (int64_t j = 0; j < 16; ++j) {
+          if (j >= cnt) {
+            for (int g = 0; g < TILE; ++g) part[g][j] = _mm512_setzero_ps();
+            continue;
+          }
+          const int8_t* row = rows + j * stride;
+          ks[j] = row_scale(row, dim);
+          __m512 kv[CH];
+          for (int c = 0; c < CH; ++c) kv[c] = load16(row + 16 * c);
+          for (int g = 0; g < TILE; ++g) {
+            __m512 acc = _mm512_mul_ps(qv[g][0], kv[0]);
+            for (int c = 1; c < CH; ++c) acc = _mm512_fmadd_ps(qv[g][c], kv[c], acc);
+            part[g][j] = acc;
+          }
+        }
+        const __m512 sv = _mm512_loadu_ps(ks);
+        const __mmask16 m = static_cast<__mmask16>((1u << cnt) - 1);
+        for (int g = 0; g < tile; ++g)
+          _mm512_mask_storeu_ps(scores + (g0 + g) * n + (t - lo), m, _mm512_mul_ps(transpose_reduce16(part[g]), sv));
+        t += cnt;
+      }
+    }
+  }
+}
+
+#if defined(__AVX512BF16__) && defined(__AVX512VL__)
+#define FINLLM_DECODE_DPBF16 1
 // Key pass for bfloat16 with AVX512-BF16: q . k as bf16 pair dot products accumulated in float32 (two
 // instructions per 64-dim row, no widening of the keys), up to 16 keys reduced at once, then scaled (the order
 // Hugging Face uses: scores = (q k^T) * scale). q: [group, dim] unscaled bf16; scores: [group, n].
@@ -130,14 +205,13 @@ void key_pass_dpbf16(const c10::BFloat16* q, const c10::BFloat16* k_head, const 
   constexpr int64_t dim = 32 * CH2;
   const int64_t n = len - lo;
   const __m512 sv = _mm512_set1_ps(scale);
-  const int64_t block_bytes = block_size * dim * static_cast<int64_t>(sizeof(c10::BFloat16));
   __m512bh qv[64][CH2];
   for (int64_t g = 0; g < group; ++g)
     for (int c = 0; c < CH2; ++c) qv[g][c] = (__m512bh)_mm512_loadu_si512(q + g * dim + 32 * c);
   for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
     const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
     const c10::BFloat16* rows = k_head + (table[b] * block_size + off) * dim;
-    if ((b + 1) * block_size < len) prefetch_block(k_head + table[b + 1] * block_size * dim, block_bytes);
+    prefetch_next(k_head, table, b, len, block_size, dim);
     for (; t < stop; rows += 16 * dim) {
       const int64_t cnt = std::min<int64_t>(16, stop - t);
       for (int64_t g = 0; g < group; ++g) {
@@ -158,16 +232,24 @@ void key_pass_dpbf16(const c10::BFloat16* q, const c10::BFloat16* k_head, const 
 }
 #endif
 
-template <typename scalar_t, int CH>
-void decode_item_avx512(const float* q, const scalar_t* q_raw, float scale, const scalar_t* k_head,
-                        const scalar_t* v_head, const int64_t* table, int64_t lo, int64_t len, int64_t block_size,
+// One (sequence, KV head) item, head_dim = 16 * CH. q: [group, dim] float32, already scaled; q_raw: the
+// unscaled query rows; out_f: [group, dim].
+// Query heads go through in tiles of TILE whose queries (key pass) and accumulators (value pass) stay in
+// registers; a tile reads each key and value row once. Scores hold exp(s - max); the division comes at the end.
+template <typename scalar_t, typename cache_t, int CH>
+void decode_item_avx512(const float* q, const scalar_t* q_raw, float scale, const cache_t* k_head,
+                        const cache_t* v_head, const int64_t* table, int64_t lo, int64_t len, int64_t block_size,
                         int64_t group, float* scores, float* out_f) {
-  constexpr int64_t dim = 16 * CH;
+  constexpr int64_t dim = 16 * CH, stride = row_stride<cache_t>(dim);
   constexpr int TILE = CH >= 8 ? 2 : 4;
   const int64_t n = len - lo;
   bool keys_done = false;
+  if constexpr (kQuantized<cache_t>) {
+    key_pass_int8<CH>(q, k_head, table, lo, len, block_size, group, scores);
+    keys_done = true;
+  }
 #ifdef FINLLM_DECODE_DPBF16
-  if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && CH % 2 == 0) {
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && std::is_same_v<cache_t, c10::BFloat16> && CH % 2 == 0) {
     key_pass_dpbf16<CH / 2>(q_raw, k_head, table, lo, len, block_size, group, scale, scores);
     keys_done = true;
   }
@@ -178,7 +260,7 @@ void decode_item_avx512(const float* q, const scalar_t* q_raw, float scale, cons
     for (int g = 0; g < TILE; ++g)
       for (int c = 0; c < CH; ++c) qv[g][c] = g < tile ? _mm512_loadu_ps(q + (g0 + g) * dim + 16 * c) : _mm512_setzero_ps();
     float* sc = scores + g0 * n;
-    for_each_key(k_head, table, lo, len, block_size, dim, [&](const scalar_t* row, int64_t t) {
+    for_each_key(k_head, table, lo, len, block_size, stride, [&](const cache_t* row, int64_t t) {
       __m512 kv[CH];
       for (int c = 0; c < CH; ++c) kv[c] = load16(row + 16 * c);
       for (int g = 0; g < TILE; ++g) {
@@ -218,12 +300,13 @@ void decode_item_avx512(const float* q, const scalar_t* q_raw, float scale, cons
     for (int g = 0; g < TILE; ++g)
       for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_setzero_ps();
     const float* sc = scores + g0 * n;
-    for_each_key(v_head, table, lo, len, block_size, dim, [&](const scalar_t* row, int64_t t) {
+    for_each_key(v_head, table, lo, len, block_size, stride, [&](const cache_t* row, int64_t t) {
       __m512 vv[CH];
       for (int c = 0; c < CH; ++c) vv[c] = load16(row + 16 * c);
+      const float vs = row_scale(row, dim);
       for (int g = 0; g < TILE; ++g) {
         if (g >= tile) break;
-        const __m512 p = _mm512_set1_ps(sc[g * n + (t - lo)]);
+        const __m512 p = _mm512_set1_ps(sc[g * n + (t - lo)] * vs);
         for (int c = 0; c < CH; ++c) acc[g][c] = _mm512_fmadd_ps(p, vv[c], acc[g][c]);
       }
     });
@@ -235,47 +318,48 @@ void decode_item_avx512(const float* q, const scalar_t* q_raw, float scale, cons
   }
 }
 
-template <typename scalar_t>
+template <typename scalar_t, typename cache_t>
 bool decode_item_avx512_dispatch(int64_t dim, const float* q, const scalar_t* q_raw, float scale,
-                                 const scalar_t* k_head, const scalar_t* v_head, const int64_t* table, int64_t lo,
+                                 const cache_t* k_head, const cache_t* v_head, const int64_t* table, int64_t lo,
                                  int64_t len, int64_t block_size, int64_t group, float* scores, float* out_f) {
   if (group > 64) return false;
   switch (dim) {
-    case 16: decode_item_avx512<scalar_t, 1>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 32: decode_item_avx512<scalar_t, 2>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 64: decode_item_avx512<scalar_t, 4>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 80: decode_item_avx512<scalar_t, 5>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 96: decode_item_avx512<scalar_t, 6>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
-    case 128: decode_item_avx512<scalar_t, 8>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 16: decode_item_avx512<scalar_t, cache_t, 1>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 32: decode_item_avx512<scalar_t, cache_t, 2>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 64: decode_item_avx512<scalar_t, cache_t, 4>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 80: decode_item_avx512<scalar_t, cache_t, 5>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 96: decode_item_avx512<scalar_t, cache_t, 6>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
+    case 128: decode_item_avx512<scalar_t, cache_t, 8>(q, q_raw, scale, k_head, v_head, table, lo, len, block_size, group, scores, out_f); return true;
     default: return false;
   }
 }
 #endif
 
-template <typename scalar_t>
+template <typename scalar_t, typename cache_t>
 void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                    const torch::Tensor& block_tables, const torch::Tensor& kv_lens, int64_t block_size,
                    double scale, int64_t window, torch::Tensor& out) {
   const int64_t rows = q.size(0), num_heads = q.size(1), dim = q.size(2);
-  const int64_t kv_heads = k_cache.size(0), num_slots = k_cache.size(1);
+  const int64_t kv_heads = k_cache.size(0), num_slots = k_cache.size(1), stride = row_stride<cache_t>(dim);
   const int64_t group = num_heads / kv_heads;
   const int64_t max_blocks = block_tables.size(1);
   const scalar_t* qp = q.data_ptr<scalar_t>();
-  const scalar_t* kp = k_cache.data_ptr<scalar_t>();
-  const scalar_t* vp = v_cache.data_ptr<scalar_t>();
+  const cache_t* kp = k_cache.data_ptr<cache_t>();
+  const cache_t* vp = v_cache.data_ptr<cache_t>();
   const int64_t* tp = block_tables.data_ptr<int64_t>();
   const int64_t* lp = kv_lens.data_ptr<int64_t>();
   scalar_t* op = out.data_ptr<scalar_t>();
   const float fscale = static_cast<float>(scale);
 
-  // Dynamic scheduling: rows arrive sorted by length, so equal static halves would leave one thread idle.
+  // Dynamic scheduling, longest rows first: rows arrive sorted by ascending length, so equal static halves would
+  // leave one thread idle, and taking them in order would leave the longest item for last.
   const int64_t items = rows * kv_heads;
 #pragma omp parallel num_threads(at::get_num_threads())
   {
     std::vector<float> qf(group * dim), row(dim), acc(group * dim), out_f(group * dim), scores, inv_sum(group);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
-      const int64_t r = item / kv_heads, h = item % kv_heads;
+      const int64_t r = rows - 1 - item / kv_heads, h = item % kv_heads;
       const int64_t len = lp[r];
       const int64_t lo = window > 0 ? std::max<int64_t>(0, len - window) : 0;
       const int64_t n = len - lo;
@@ -287,8 +371,9 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
       }
 #ifdef FINLLM_AVX512
       scores.resize(group * n);
-      if (decode_item_avx512_dispatch<scalar_t>(dim, qf.data(), qp + (r * num_heads + h * group) * dim, fscale,
-                                                kp + head_base * dim, vp + head_base * dim, table, lo, len,
+      if (decode_item_avx512_dispatch<scalar_t, cache_t>(dim, qf.data(), qp + (r * num_heads + h * group) * dim,
+                                                         fscale, kp + head_base * stride, vp + head_base * stride,
+                                                         table, lo, len,
                                                 block_size, group, scores.data(), out_f.data())) {
         for (int64_t g = 0; g < group; ++g) {
           scalar_t* o = op + (r * num_heads + h * group + g) * dim;
@@ -298,9 +383,10 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
       }
 #endif
       scores.assign(group * n, 0.f);
-      for_each_key(kp + head_base * dim, table, lo, len, block_size, dim, [&](const scalar_t* key, int64_t t) {
+      for_each_key(kp + head_base * stride, table, lo, len, block_size, stride, [&](const cache_t* key, int64_t t) {
         load_row(key, row.data(), dim);
-        for (int64_t g = 0; g < group; ++g) scores[g * n + (t - lo)] = dot(qf.data() + g * dim, row.data(), dim);
+        const float ks = row_scale(key, dim);
+        for (int64_t g = 0; g < group; ++g) scores[g * n + (t - lo)] = dot(qf.data() + g * dim, row.data(), dim) * ks;
       });
       for (int64_t g = 0; g < group; ++g) {
         float* s = scores.data() + g * n;
@@ -314,9 +400,10 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
         inv_sum[g] = 1.f / sum;
       }
       std::fill(acc.begin(), acc.end(), 0.f);
-      for_each_key(vp + head_base * dim, table, lo, len, block_size, dim, [&](const scalar_t* key, int64_t t) {
-        load_row(key, row.data(), dim);
-        for (int64_t g = 0; g < group; ++g) axpy(scores[g * n + (t - lo)], row.data(), acc.data() + g * dim, dim);
+      for_each_key(vp + head_base * stride, table, lo, len, block_size, stride, [&](const cache_t* val, int64_t t) {
+        load_row(val, row.data(), dim);
+        const float vs = row_scale(val, dim);
+        for (int64_t g = 0; g < group; ++g) axpy(scores[g * n + (t - lo)] * vs, row.data(), acc.data() + g * dim, dim);
       });
       for (int64_t g = 0; g < group; ++g) {
         scalar_t* o = op + (r * num_heads + h * group + g) * dim;
@@ -328,16 +415,20 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
 
 }  // namespace
 
-// q: [R, Hq, D]; caches: [Hkv, slots, D]; block_tables: [R, max_blocks] int64; kv_lens: [R] int64 (keys per row,
-// the new token included, already stored); window: keys kept per row (0 = all). out: [R, Hq, D], written.
+// q: [R, Hq, D]; caches: [Hkv, slots, D] of q's dtype, or int8 rows [Hkv, slots, D + 4] (values, then the float32
+// scale); block_tables: [R, max_blocks] int64; kv_lens: [R] int64 (keys per row, the new token included, already
+// stored); window: keys kept per row (0 = all). out: [R, Hq, D], written.
 void paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
                             torch::Tensor block_tables, torch::Tensor kv_lens, int64_t block_size, double scale,
                             int64_t window, torch::Tensor out) {
+  const bool quantized = k_cache.scalar_type() == torch::kInt8;
   TORCH_CHECK(q.dim() == 3 && out.sizes() == q.sizes(), "q and out must be [rows, heads, head_dim]");
-  TORCH_CHECK(k_cache.dim() == 3 && k_cache.sizes() == v_cache.sizes(), "caches must be [kv_heads, slots, dim]");
-  TORCH_CHECK(k_cache.size(2) == q.size(2) && q.size(1) % k_cache.size(0) == 0, "head shapes do not match");
-  TORCH_CHECK(q.scalar_type() == k_cache.scalar_type() && q.scalar_type() == v_cache.scalar_type() &&
-                  q.scalar_type() == out.scalar_type(), "q, caches and out must share one dtype");
+  TORCH_CHECK(k_cache.dim() == 3 && k_cache.sizes() == v_cache.sizes(), "caches must be [kv_heads, slots, row]");
+  TORCH_CHECK(k_cache.size(2) == q.size(2) + (quantized ? static_cast<int64_t>(sizeof(float)) : 0) &&
+                  q.size(1) % k_cache.size(0) == 0, "head shapes do not match");
+  TORCH_CHECK((quantized || q.scalar_type() == k_cache.scalar_type()) &&
+                  k_cache.scalar_type() == v_cache.scalar_type() && q.scalar_type() == out.scalar_type(),
+              "q and out must share one dtype, and the caches q's dtype or int8");
   TORCH_CHECK(q.is_contiguous() && k_cache.is_contiguous() && v_cache.is_contiguous() && out.is_contiguous(),
               "tensors must be contiguous");
   TORCH_CHECK(block_tables.scalar_type() == torch::kInt64 && kv_lens.scalar_type() == torch::kInt64 &&
@@ -349,6 +440,9 @@ void paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tenso
   for (int64_t r = 0; r < q.size(0); ++r)              // the reads below are not bounds-checked
     TORCH_CHECK(lens[r] > 0 && lens[r] <= block_tables.size(1) * block_size, "kv_lens out of range for the block tables");
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_decode_attention", [&] {
-    decode_kernel<scalar_t>(q, k_cache, v_cache, block_tables, kv_lens, block_size, scale, window, out);
+    if (quantized)
+      decode_kernel<scalar_t, int8_t>(q, k_cache, v_cache, block_tables, kv_lens, block_size, scale, window, out);
+    else
+      decode_kernel<scalar_t, scalar_t>(q, k_cache, v_cache, block_tables, kv_lens, block_size, scale, window, out);
   });
 }

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.attention_metadata import AttentionMetadata, PrefillSegment
+from kernels.reference import kv_cache
 
 # Query rows per block in the CPU causal prefill (best of 64/128/256/512 on smollm2-135m shapes, 1-2 threads).
 PREFILL_BLOCK = 128
@@ -32,11 +33,13 @@ def _decode_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     larger copies. Masked keys get -inf scores; their values are finite (null block, zeroed fresh blocks or old
     real values), so the zero weights cancel them exactly. Returns [G, Hq, D]."""
     rows, num_heads, dim = q.shape
-    kv_heads = k_cache.shape[0]
+    kv_heads, width = k_cache.shape[0], k_cache.shape[-1]
     length = table.shape[1] * block_size
     flat = table.reshape(-1)
-    kg = gather_rows(k_cache.view(kv_heads, -1, block_size * dim), flat).view(kv_heads, rows, length, dim)
-    vg = gather_rows(v_cache.view(kv_heads, -1, block_size * dim), flat).view(kv_heads, rows, length, dim)
+    kg = gather_rows(k_cache.view(kv_heads, -1, block_size * width), flat).view(kv_heads, rows, length, width)
+    vg = gather_rows(v_cache.view(kv_heads, -1, block_size * width), flat).view(kv_heads, rows, length, width)
+    if kv_cache.is_quantized(k_cache):
+        kg, vg = kv_cache.dequantize_kv(kg, q.dtype), kv_cache.dequantize_kv(vg, q.dtype)
     qg = (q * scale).view(rows, kv_heads, num_heads // kv_heads, dim).permute(1, 0, 2, 3)  # [Hkv, G, group, D]
     scores = torch.matmul(qg, kg.transpose(-1, -2))  # [Hkv, G, group, L], model dtype like the prefill path
     if mask is not None:
@@ -68,7 +71,8 @@ def paged_attention(
     meta: AttentionMetadata,
     scale: float,
 ) -> torch.Tensor:
-    """q: [T, Hq, D]; k, v: [T, Hkv, D] of this step (already stored). Caches: [Hkv, slots, D]. Returns [T, Hq, D]."""
+    """q: [T, Hq, D]; k, v: [T, Hkv, D] of this step (already stored). Caches: [Hkv, slots, D], or int8 rows
+    [Hkv, slots, D + 4] (kernels/reference/kv_cache.py). Returns [T, Hq, D]."""
     out = torch.empty_like(q)
     for g in meta.decode_groups:
         out[g.start : g.end] = _decode_group(q[g.start : g.end], k_cache, v_cache, g.block_table, g.block_size,
@@ -107,11 +111,14 @@ def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache
 
 def _segment_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                 p: PrefillSegment) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keys and values [Hkv, context + length, D] of one prefill segment."""
+    """Keys and values [Hkv, context + length, D] of one prefill segment, as the cache holds them."""
+    quantized = kv_cache.is_quantized(k_cache)
     if p.kv_slots is None:
         end = p.start + p.length
-        return k[p.start : end].transpose(0, 1), v[p.start : end].transpose(0, 1)
-    return gather_rows(k_cache, p.kv_slots), gather_rows(v_cache, p.kv_slots)
+        ks, vs = k[p.start : end].transpose(0, 1), v[p.start : end].transpose(0, 1)
+        return (kv_cache.fake_quantize_kv(ks), kv_cache.fake_quantize_kv(vs)) if quantized else (ks, vs)
+    ks, vs = gather_rows(k_cache, p.kv_slots), gather_rows(v_cache, p.kv_slots)
+    return (kv_cache.dequantize_kv(ks, k.dtype), kv_cache.dequantize_kv(vs, k.dtype)) if quantized else (ks, vs)
 
 
 def _prefill_causal_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
