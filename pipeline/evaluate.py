@@ -125,10 +125,10 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
 
 
 def _generate_engine(model_dir: Path, token_ids: list[list[int]], schemas: list[dict[str, Any]],
-                     quantization: str | None, progress: bool) -> tuple[list[str], dict[str, Any]]:
+                     quantization: str | None, kv_cache_dtype: str, progress: bool) -> tuple[list[str], dict[str, Any]]:
     from engine import LLM, SamplingParams
 
-    llm = LLM(str(model_dir), dtype="auto", quantization=quantization, seed=0)
+    llm = LLM(str(model_dir), dtype="auto", quantization=quantization, kv_cache_dtype=kv_cache_dtype, seed=0)
     params = [SamplingParams(max_tokens=MAX_ANSWER_TOKENS, temperature=0.0, json_schema=s) for s in schemas]
     outs = llm.generate(token_ids, params, progress=progress)
     return [o.text for o in outs], {"engine": llm.config_summary(), "engine_stats": llm.stats()}
@@ -174,7 +174,8 @@ def compare_reports(report: dict[str, Any], baseline: dict[str, Any]) -> dict[st
 
 def run_eval(model_dir: str | Path | None = None, quantization: str | None = None, json_path: str | Path | None = None,
              limit: int | None = None, eval_dir: str | Path | None = None, backend: str = "engine",
-             progress: bool = False, compare_to: str | Path | None = None, grounding: bool = True) -> dict[str, Any]:
+             progress: bool = False, compare_to: str | Path | None = None, grounding: bool = True,
+             kv_cache_dtype: str = "auto") -> dict[str, Any]:
     """Score the model on the gold set; returns (and optionally writes) the JSON report.
 
     `compare_to` names an earlier JSON report (say, the default precision) to diff this run's outputs against.
@@ -186,15 +187,15 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     eval_dir = Path(eval_dir) if eval_dir else DEFAULT_EVAL_DIR
     if not (model_dir / "tokenizer.json").is_file():
         raise FileNotFoundError(f"{model_dir} has no tokenizer.json; pass --model DIR")
-    if backend == "hf" and quantization:
-        raise ValueError("quantization is only available with the engine backend")
+    if backend == "hf" and (quantization or kv_cache_dtype != "auto"):
+        raise ValueError("quantization and kv_cache_dtype are only available with the engine backend")
     items, skipped = load_items(eval_dir, limit)
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     token_ids = [tok.encode(it.prompt).ids for it in items]
     schemas = [decoding_schema(it.kind, it.document_text if grounding else None) for it in items]
     start = time.perf_counter()
     if backend == "engine":
-        texts, extra = _generate_engine(model_dir, token_ids, schemas, quantization, progress)
+        texts, extra = _generate_engine(model_dir, token_ids, schemas, quantization, kv_cache_dtype, progress)
     elif backend == "hf":
         texts, extra = _generate_hf(model_dir, token_ids, progress)
     else:
@@ -204,7 +205,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     for item, text in zip(items, texts):
         scores.add(item, text)
     report = {
-        "model_dir": str(model_dir), "quantization": quantization, "backend": backend,
+        "model_dir": str(model_dir), "quantization": quantization, "kv_cache_dtype": kv_cache_dtype, "backend": backend,
         "grounding": grounding and backend == "engine", "eval_dir": str(eval_dir),
         "n_documents": scores.count["document"], "n_windows": scores.count["window"],
         "skipped_needs_ocr": skipped, "generation_seconds": round(elapsed, 2), **scores.report(), **extra,
@@ -238,6 +239,7 @@ def render_report(report: dict[str, Any]) -> None:
     console = Console()
     console.print(table)
     console.print(f"backend {report['backend']}, quantization {report['quantization']}, "
+                  f"kv cache {report.get('kv_cache_dtype', 'auto')}, "
                   f"grounding {'on' if report.get('grounding') else 'off'}, generation {report['generation_seconds']} s")
     if "comparison" in report:
         c = report["comparison"]
@@ -248,7 +250,8 @@ def render_report(report: dict[str, Any]) -> None:
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
-                      progress=not args.no_progress, compare_to=args.compare_to, grounding=not args.no_grounding)
+                      progress=not args.no_progress, compare_to=args.compare_to, grounding=not args.no_grounding,
+                      kv_cache_dtype=args.kv_cache_dtype)
     render_report(report)
     return 0
 
@@ -259,6 +262,8 @@ def register(subparsers: Any) -> None:
                               description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="model directory (default: the shipped demo model)")
     p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
+    p.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default="auto",
+                   help="engine KV cache: the model dtype (auto) or int8 rows with a scale per token and head")
     p.add_argument("--json", default=None, help="also write the JSON report here")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents and N windows")
     p.add_argument("--eval-dir", default=None, help="gold set directory (default data/eval)")

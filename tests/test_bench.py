@@ -19,7 +19,7 @@ ROW_KEYS = {
 }
 EXPECTED_SYSTEMS = [
     "hf_generate_b4", "hf_continuous_batching", "engine_paged", "engine_prefix_cache", "engine_int8",
-    "engine_compiled", "engine_speculative",
+    "engine_compiled", "engine_kv_int8", "engine_speculative",
 ]
 
 
@@ -132,6 +132,8 @@ def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
     assert rows["engine_compiled"]["status"] in ("ok", "skipped")  # int8 + the compiled kernels
     assert rows["engine_paged"]["config"]["engine_config"]["kernels"] == "torch-reference"
     assert "cpu-native" in rows["engine_compiled"]["config"]["engine_config"]["kernels"]
+    assert rows["engine_kv_int8"]["status"] == "ok", rows["engine_kv_int8"]["reason"]
+    assert rows["engine_kv_int8"]["config"]["engine_config"]["kv_cache_dtype"] == "int8"
     assert results["headline"]["best_engine_step"] in rows
     assert all(_png(out / name) for name in ("throughput.png", "latency.png"))
     assert "| system |" in (out / "results.md").read_text()

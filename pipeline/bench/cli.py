@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"shape with random weights ({', '.join(SHAPES)}; default smollm2-135m) or a HF checkpoint dir")
     p.add_argument("--systems", default="all",
                    help="comma list of systems or groups: all, hf, engine, hf_generate_b4, hf_continuous_batching, "
-                        "engine_paged, engine_prefix_cache, engine_int8, engine_compiled, engine_speculative")
+                        "engine_paged, engine_prefix_cache, engine_int8, engine_compiled, engine_kv_int8, engine_speculative")
     p.add_argument("--out", type=Path, default=Path("bench-out"), help="output directory (default bench-out)")
     p.add_argument("--reuse-baselines", type=Path, default=None, metavar="RESULTS_JSON",
                    help="reuse the HF rows of an earlier results.json of the same workload instead of re-running them")

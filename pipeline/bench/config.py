@@ -64,7 +64,8 @@ class HFOptions(BaseModel):
 
 SYSTEM_ALIASES: dict[str, tuple[str, ...]] = {
     "hf": ("hf_generate_b4", "hf_continuous_batching"),
-    "engine": ("engine_paged", "engine_prefix_cache", "engine_int8", "engine_compiled", "engine_speculative"),
+    "engine": ("engine_paged", "engine_prefix_cache", "engine_int8", "engine_compiled", "engine_kv_int8",
+               "engine_speculative"),
 }
 ALL_SYSTEMS: tuple[str, ...] = SYSTEM_ALIASES["hf"] + SYSTEM_ALIASES["engine"]
 

@@ -23,12 +23,15 @@ class LadderStep:
 
 # Each step keeps the switches of the steps above it. Fill in a row's kwargs when the engine grows the feature.
 # The first three run the plain torch kernels ("reference"); "+ compiled/fused kernels" switches on the C++ ones
-# (native decode attention, int8 passes, fused elementwise steps), which every engine user gets by default.
+# (native decode attention, int8 passes, fused elementwise steps), which every engine user gets by default;
+# "+ INT8 KV cache" then halves the bytes per cached token (changes outputs slightly, like INT8 weights).
 LADDER: tuple[LadderStep, ...] = (
     LadderStep("engine_paged", {"enable_prefix_caching": False, "kernels": "reference"}),
     LadderStep("engine_prefix_cache", {"enable_prefix_caching": True, "kernels": "reference"}),
     LadderStep("engine_int8", {"enable_prefix_caching": True, "quantization": "int8", "kernels": "reference"}),
     LadderStep("engine_compiled", {"enable_prefix_caching": True, "quantization": "int8", "kernels": "auto"}),
+    LadderStep("engine_kv_int8", {"enable_prefix_caching": True, "quantization": "int8", "kernels": "auto",
+                                  "kv_cache_dtype": "int8"}),
     LadderStep("engine_speculative", None, "not available yet: the engine has no speculative decoding"),
 )
 LADDER_BY_NAME: dict[str, LadderStep] = {s.name: s for s in LADDER}

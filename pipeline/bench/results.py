@@ -21,6 +21,7 @@ SYSTEM_LABELS: dict[str, str] = {
     "engine_prefix_cache": "+ prefix caching",
     "engine_int8": "+ INT8 weights",
     "engine_compiled": "+ compiled/fused kernels",
+    "engine_kv_int8": "+ INT8 KV cache",
     "engine_speculative": "+ speculative decoding",
 }
 BASELINES: tuple[str, ...] = ("hf_generate_b4", "hf_continuous_batching")
