@@ -230,6 +230,71 @@ void key_pass_dpbf16(const c10::BFloat16* q, const c10::BFloat16* k_head, const 
     }
   }
 }
+
+// Value pass for bfloat16 with AVX512-BF16: the weights exp(s - max) rounded to bfloat16 (Hugging Face also casts
+// the probabilities to the model dtype before P @ V), two keys per bf16 pair dot product: rows t and t + 1
+// interleaved 16 bits at a time, times the weight pair (p_t, p_t+1); a block's odd last key pairs with zeros.
+// About half the instructions of widening every value to float32. The interleave works per 128-bit lane, so the
+// two accumulators of a 32-dim chunk hold dims {0-3, 8-11, 16-19, 24-27} and {4-7, ...}: put back at the end.
+// scores: [group, n] float weights, rewritten in place as bf16; out_f: [group, dim] = weighted sums * inv_sum.
+template <int CH2>
+void value_pass_dpbf16(const c10::BFloat16* v_head, const int64_t* table, int64_t lo, int64_t len,
+                       int64_t block_size, int64_t group, float* scores, const float* inv_sum, float* out_f) {
+  constexpr int64_t dim = 32 * CH2;
+  constexpr int TILE = CH2 >= 4 ? 2 : 4;
+  const int64_t n = len - lo;
+  for (int64_t g = 0; g < group; ++g) {  // in place: bf16 i sits at byte 2i, below the float it came from
+    float* s = scores + g * n;
+    uint16_t* pb = reinterpret_cast<uint16_t*>(s);
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = finllm_simd::tail_mask(n - i);
+      const __m256i bits = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, s + i));
+      _mm256_mask_storeu_epi16(pb + i, m, bits);
+    }
+  }
+  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int64_t g0 = 0; g0 < group; g0 += TILE) {
+    const int64_t tile = std::min<int64_t>(TILE, group - g0);
+    __m512 acc[TILE][CH2][2];
+    for (int g = 0; g < TILE; ++g)
+      for (int c = 0; c < CH2; ++c) acc[g][c][0] = acc[g][c][1] = _mm512_setzero_ps();
+    auto accumulate = [&](const c10::BFloat16* r0, const c10::BFloat16* r1, int64_t i, bool pair) {
+      for (int c = 0; c < CH2; ++c) {
+        const __m512i a = _mm512_loadu_si512(r0 + 32 * c);
+        const __m512i b = pair ? _mm512_loadu_si512(r1 + 32 * c) : _mm512_setzero_si512();
+        const __m512bh lo16 = (__m512bh)_mm512_unpacklo_epi16(a, b), hi16 = (__m512bh)_mm512_unpackhi_epi16(a, b);
+        for (int g = 0; g < TILE; ++g) {
+          if (g >= tile) break;
+          const uint16_t* pb = reinterpret_cast<const uint16_t*>(scores + (g0 + g) * n);
+          const uint32_t w = pb[i] | (pair ? static_cast<uint32_t>(pb[i + 1]) << 16 : 0u);
+          const __m512bh wv = (__m512bh)_mm512_set1_epi32(static_cast<int>(w));
+          acc[g][c][0] = _mm512_dpbf16_ps(acc[g][c][0], lo16, wv);
+          acc[g][c][1] = _mm512_dpbf16_ps(acc[g][c][1], hi16, wv);
+        }
+      }
+    };
+    for (int64_t b = lo / block_size, t = lo; t < len; ++b) {
+      const int64_t off = t - b * block_size, stop = std::min(len, (b + 1) * block_size);
+      const c10::BFloat16* rows = v_head + (table[b] * block_size + off) * dim;
+      prefetch_next(v_head, table, b, len, block_size, dim);
+      for (; t + 1 < stop; t += 2, rows += 2 * dim) accumulate(rows, rows + dim, t - lo, true);
+      if (t < stop) {
+        accumulate(rows, nullptr, t - lo, false);
+        ++t;
+      }
+    }
+    for (int g = 0; g < TILE; ++g) {
+      if (g >= tile) break;
+      const __m512 inv = _mm512_set1_ps(inv_sum[g0 + g]);
+      float* o = out_f + (g0 + g) * dim;
+      for (int c = 0; c < CH2; ++c) {
+        _mm512_storeu_ps(o + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(acc[g][c][0], first, acc[g][c][1]), inv));
+        _mm512_storeu_ps(o + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(acc[g][c][0], second, acc[g][c][1]), inv));
+      }
+    }
+  }
+}
 #endif
 
 // One (sequence, KV head) item, head_dim = 16 * CH. q: [group, dim] float32, already scaled; q_raw: the
@@ -294,6 +359,12 @@ void decode_item_avx512(const float* q, const scalar_t* q_raw, float scale, cons
     }
     inv_sum[g] = 1.f / _mm512_reduce_add_ps(sum_v);
   }
+#ifdef FINLLM_DECODE_DPBF16
+  if constexpr (std::is_same_v<cache_t, c10::BFloat16> && CH % 2 == 0) {
+    value_pass_dpbf16<CH / 2>(v_head, table, lo, len, block_size, group, scores, inv_sum, out_f);
+    return;
+  }
+#endif
   for (int64_t g0 = 0; g0 < group; g0 += TILE) {
     const int64_t tile = std::min<int64_t>(TILE, group - g0);
     __m512 acc[TILE][CH];
