@@ -118,8 +118,9 @@ def backfill_flow(input_root: str, start: dt.date, end: dt.date, output_dir: str
     logger = get_run_logger()
     dates = date_range(start, end)
     model = Path(model_dir) if model_dir else default_model_dir()
-    quantization = EngineOptions(**(options or {}).get("engine", {})).quantization
-    plan = plan_dates(Path(input_root), Path(output_dir), dates, model_identity(model, quantization), force)
+    engine = EngineOptions(**(options or {}).get("engine", {}))
+    plan = plan_dates(Path(input_root), Path(output_dir), dates,
+                      model_identity(model, engine.quantization, engine.kv_cache_dtype), force)
     todo = [p["run_date"] for p in plan if p["status"] == "todo"]
     logger.info("%d dates: %d to run, %d complete, %d without input", len(dates), len(todo),
                 sum(p["status"] == "complete" for p in plan), sum(p["status"] == "no-input" for p in plan))

@@ -35,6 +35,8 @@ def register(sub: Any) -> None:
     p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")
     p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
+    p.add_argument("--kv-cache-dtype", default=None, choices=["auto", "int8"],
+                   help="engine KV cache: the model dtype (auto, default) or int8 rows with a scale per token and head")
     p.set_defaults(func=_cmd_backfill)
 
 
@@ -48,7 +50,8 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
         print(f"pipeline backfill is unavailable: cannot import the Prefect flows ({exc})", file=sys.stderr)
         return 2
     engine = {k: v for k, v in {"device": args.device, "dtype": args.dtype,
-                                "quantization": args.quantization}.items() if v is not None}
+                                "quantization": args.quantization,
+                                "kv_cache_dtype": args.kv_cache_dtype}.items() if v is not None}
     try:
         results = backfill_flow(input_root=args.input_root, start=args.start, end=args.end, output_dir=args.output,
                                 model_dir=args.model, force=args.force, max_concurrency=args.max_concurrency,

@@ -28,6 +28,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         engine = EngineOptions(**{k: v for k, v in {
             "device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
             "max_num_batched_tokens": args.max_num_batched_tokens, "quantization": args.quantization,
+            "kv_cache_dtype": args.kv_cache_dtype,
             "max_model_len": args.max_model_len}.items() if v is not None})
         cfg = RunConfig(
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=Path(args.model) if args.model else default_model_dir(),
@@ -80,6 +81,8 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")
     p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
+    p.add_argument("--kv-cache-dtype", default=None, choices=["auto", "int8"],
+                   help="engine KV cache: the model dtype (auto, default) or int8 rows with a scale per token and head")
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)

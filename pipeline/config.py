@@ -37,6 +37,7 @@ class EngineOptions(BaseModel):
     seed: int = 0
     enable_prefix_caching: bool = True
     quantization: Literal["int8"] | None = None
+    kv_cache_dtype: Literal["auto", "int8"] = "auto"
 
 
 class RunConfig(BaseModel):

@@ -11,7 +11,7 @@
         completion; yields one BucketResult (rows + error rows) per finished bucket.
     load_llm(model_dir, **engine_kwargs) -> engine.LLM
         Cached: a process loads a given model/config once.
-    model_identity(model_dir, quantization=None) -> str
+    model_identity(model_dir, quantization=None, kv_cache_dtype="auto") -> str
         Name plus a hash of config, tokenizer and weights (part of every row_id).
     write_run(staging, manifest) -> dict
         Commit the staged run and publish it into its run_date partition (idempotent, retry-safe).
@@ -56,7 +56,8 @@ _MODEL_FILES = ("config.json", "tokenizer.json", "generation_config.json", "toke
 # ------------------------------------------------------------------ model
 
 @lru_cache(maxsize=8)
-def _identity(model_dir: str, stamp: tuple[tuple[str, int, int], ...], quantization: str | None) -> str:
+def _identity(model_dir: str, stamp: tuple[tuple[str, int, int], ...], quantization: str | None,
+              kv_cache_dtype: str) -> str:
     h = hashlib.sha256()
     root = Path(model_dir)
     for name, _, _ in stamp:
@@ -64,19 +65,20 @@ def _identity(model_dir: str, stamp: tuple[tuple[str, int, int], ...], quantizat
         with open(root / name, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 22), b""):
                 h.update(chunk)
-    suffix = f"+{quantization}" if quantization else ""
+    suffix = (f"+{quantization}" if quantization else "") + (f"+kv-{kv_cache_dtype}" if kv_cache_dtype != "auto" else "")
     return f"{root.name}@{h.hexdigest()[:12]}{suffix}"
 
 
-def model_identity(model_dir: str | Path, quantization: str | None = None) -> str:
-    """`<dir name>@<hash of config, tokenizer and weights>[+int8]`; identical files, identical id."""
+def model_identity(model_dir: str | Path, quantization: str | None = None, kv_cache_dtype: str = "auto") -> str:
+    """`<dir name>@<hash of config, tokenizer and weights>[+int8][+kv-int8]`: identical files and the same
+    output-changing engine options, identical id."""
     root = Path(model_dir).resolve()
     if not (root / "config.json").is_file():
         raise FileNotFoundError(f"model directory not found or has no config.json: {root}")
     names = [n for n in _MODEL_FILES if (root / n).is_file()]
     names += sorted(p.name for p in root.glob("*.safetensors"))
     stamp = tuple((n, (root / n).stat().st_size, (root / n).stat().st_mtime_ns) for n in names)
-    return _identity(str(root), stamp, quantization)
+    return _identity(str(root), stamp, quantization, kv_cache_dtype)
 
 
 @lru_cache(maxsize=2)
@@ -259,7 +261,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
     timings: dict[str, float] = {}
     t = time.perf_counter()
     output_dir = cfg.output_dir.resolve()
-    model_id = model_identity(cfg.model_dir, cfg.engine.quantization)
+    model_id = model_identity(cfg.model_dir, cfg.engine.quantization, cfg.engine.kv_cache_dtype)
     run_fields = {"model_id": model_id, "prompt_version": prompt_version(), "schema_version": schema_version()}
     with output_lock(output_dir):
         recovered = roll_forward(output_dir)

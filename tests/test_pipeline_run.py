@@ -117,6 +117,19 @@ def test_model_or_prompt_identity_is_part_of_row_ids(inputs: Path, fake_model: P
     assert len({d["model_id"] for d in docs}) == 2 and len(docs) == 2 * 3
 
 
+def test_output_changing_engine_options_are_part_of_the_model_identity(fake_model: Path) -> None:
+    from pipeline.cli import build_parser
+    from pipeline.config import EngineOptions
+    from pipeline.run import model_identity
+
+    base = model_identity(fake_model)
+    ids = {base, model_identity(fake_model, "int8"), model_identity(fake_model, None, "int8"),
+           model_identity(fake_model, "int8", "int8")}
+    assert len(ids) == 4 and model_identity(fake_model, "int8", "int8").endswith("+int8+kv-int8")
+    args = build_parser().parse_args(["run", "--input", "x", "--kv-cache-dtype", "int8"])
+    assert args.kv_cache_dtype == "int8" and EngineOptions(kv_cache_dtype="int8").kv_cache_dtype == "int8"
+
+
 # ---------------------------------------------------------------- real engine, tiny random model
 
 @pytest.fixture(scope="module")
