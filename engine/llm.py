@@ -175,9 +175,9 @@ class LLM:
     def _kv_bytes_per_token(self) -> int:
         """K and V bytes of one token over all layers, in the cache's row format."""
         cfg = self.model_config
-        if self.config.kv_cache_dtype == "int8":
-            return 2 * cfg.num_layers * cfg.num_kv_heads * kv_row_width(cfg.head_dim, quantized=True)
-        return cfg.kv_bytes_per_token * torch.empty((), dtype=self.dtype).element_size()
+        quantized = self.config.kv_cache_dtype == "int8"
+        elem = 1 if quantized else torch.empty((), dtype=self.dtype).element_size()
+        return 2 * cfg.num_layers * cfg.num_kv_heads * kv_row_width(cfg.head_dim, quantized) * elem
 
     def config_summary(self) -> dict[str, Any]:
         c = self.config

@@ -38,11 +38,6 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
 
-    @property
-    def kv_bytes_per_token(self) -> int:
-        """Bytes of K and V one token occupies across all layers, per byte of element size."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim
-
 
 def _as_id_list(value: Any) -> list[int]:
     if value is None:
