@@ -184,6 +184,9 @@ def test_decode_group_gathers_blocks_and_masks_padding(backend) -> None:
         (torch.bfloat16, 14, 2, 64, 40, 3e-2, False),  # ... with a window starting mid-block (partial key chunks)
         (torch.bfloat16, 4, 4, 128, None, 3e-2, False),
         (torch.bfloat16, 6, 3, 32, None, 3e-2, False),
+        (torch.bfloat16, 4, 2, 96, None, 3e-2, False),  # three 32-dim chunks in the bf16 pair passes
+        (torch.bfloat16, 4, 2, 80, 40, 3e-2, False),  # 80 = 5 x 16: the float32 value pass
+        (torch.float32, 4, 2, 80, None, 2e-5, True),
         (torch.float16, 8, 2, 32, None, 5e-3, False),
         # int8 KV rows: the int8 key pass, a window starting mid-chunk, the portable loops, reduced precision q
         (torch.float32, 9, 3, 64, None, 2e-5, True),
