@@ -49,14 +49,15 @@ def test_int8_rows_hold_more_tokens_in_the_same_memory(checkpoints: dict[str, Pa
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_int8_kv_tokens_do_not_depend_on_scheduling(checkpoints: dict[str, Path], arch: str) -> None:
-    """Prefix caching on or off, a cache small enough to preempt (recompute), alone or in a batch: every key is
-    attended as the cache gives it back, so the tokens are the same. (Chunked prefill is left out: its different
+    """Prefix caching on or off, a cache small enough to preempt (recompute), alone or in a batch, the torch or
+    the native kernels: every key is attended as the cache gives it back, so the tokens are the same. (Chunked prefill is left out: its different
     float32 GEMM shapes can flip a near-tied token of these random models with the float cache too; the attention
     tests show a chunk's keys and cached keys are treated alike.)"""
     prompts = _prompts()
     runs = [
         dict(enable_prefix_caching=True),
         dict(enable_prefix_caching=False),
+        dict(enable_prefix_caching=True, kernels="reference"),  # the torch path: gather + dequantize
         # 16 blocks of 8: the longest request (~110 tokens) fits alone, the batch does not -> preemption
         dict(enable_prefix_caching=False, kv_cache_memory=16 * 8 * _int8_bytes_per_token(checkpoints[arch])),
     ]
