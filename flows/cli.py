@@ -22,6 +22,8 @@ def _concurrency(text: str) -> int:
 
 
 def register(sub: Any) -> None:
+    from pipeline.config import add_kv_cache_dtype_arg
+
     p = sub.add_parser("backfill", help="re-run the daily Prefect flow for every date in a range",
                        description="For each date D in [start, end]: INPUT_ROOT/D/ -> the run_date=D partition of "
                                    "OUTPUT. Dates already complete are skipped unless --force.")
@@ -35,8 +37,7 @@ def register(sub: Any) -> None:
     p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")
     p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
-    p.add_argument("--kv-cache-dtype", default=None, choices=["auto", "int8"],
-                   help="engine KV cache: the model dtype (auto, default) or int8 rows with a scale per token and head")
+    add_kv_cache_dtype_arg(p)
     p.set_defaults(func=_cmd_backfill)
 
 

@@ -69,6 +69,8 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
 
 
 def _add_run(sub: Any) -> None:
+    from pipeline.config import add_kv_cache_dtype_arg
+
     p = sub.add_parser("run", help="ingest an input folder, extract with the model, write Parquet",
                        description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")
     p.add_argument("--input", required=True, help="input directory (PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet)")
@@ -81,8 +83,7 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")
     p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
-    p.add_argument("--kv-cache-dtype", default=None, choices=["auto", "int8"],
-                   help="engine KV cache: the model dtype (auto, default) or int8 rows with a scale per token and head")
+    add_kv_cache_dtype_arg(p)
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)

@@ -10,6 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL_NAME = "finextract-3m"
+KV_CACHE_DTYPES = ("auto", "int8")
+
+
+def add_kv_cache_dtype_arg(parser: Any, default: str | None = None) -> None:
+    """`--kv-cache-dtype`, the same for `pipeline run`, `backfill` and `eval`."""
+    parser.add_argument("--kv-cache-dtype", default=default, choices=KV_CACHE_DTYPES,
+                        help="engine KV cache: the model dtype (auto, default) or int8 rows with a scale per token "
+                             "and head (EngineOptions.kv_cache_dtype)")
 
 
 def default_model_dir() -> Path:
@@ -37,7 +45,7 @@ class EngineOptions(BaseModel):
     seed: int = 0
     enable_prefix_caching: bool = True
     quantization: Literal["int8"] | None = None
-    kv_cache_dtype: Literal["auto", "int8"] = "auto"
+    kv_cache_dtype: Literal["auto", "int8"] = "auto"  # one of KV_CACHE_DTYPES
 
 
 class RunConfig(BaseModel):

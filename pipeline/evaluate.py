@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from pipeline.config import add_kv_cache_dtype_arg
 from pipeline.validate import decoding_schema
 from schemas import AccountWindowSummary, DocumentExtraction
 
@@ -262,8 +263,7 @@ def register(subparsers: Any) -> None:
                               description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="model directory (default: the shipped demo model)")
     p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
-    p.add_argument("--kv-cache-dtype", choices=["auto", "int8"], default="auto",
-                   help="engine KV cache: the model dtype (auto) or int8 rows with a scale per token and head")
+    add_kv_cache_dtype_arg(p, default="auto")
     p.add_argument("--json", default=None, help="also write the JSON report here")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents and N windows")
     p.add_argument("--eval-dir", default=None, help="gold set directory (default data/eval)")

@@ -45,9 +45,7 @@ def quantize_model(model: nn.Module, method: str) -> nn.Module:
     """
     if method not in SUPPORTED_METHODS:
         raise ValueError(f"unknown quantization {method!r}; supported: {', '.join(SUPPORTED_METHODS)}")
-    owners = [(layer, attr) for layer in _decoder_layers(model) for attr in PROJECTIONS]
-    if hasattr(model, "lm_head"):
-        owners.append((model, "lm_head"))
+    owners = [(layer, attr) for layer in _decoder_layers(model) for attr in PROJECTIONS] + [(model, "lm_head")]
     matmul: Int8Matmul | None = None
     for owner, attr in owners:
         lin = getattr(owner, attr)

@@ -62,7 +62,9 @@ inline void prefetch_block(const void* p, int64_t bytes) {
 }
 
 // At block b of a walk through a table of `len` keys: prefetch block b + 1 (two or four blocks ahead measured no
-// better for int8 rows and 1.4x slower for bfloat16 ones on the benchmark's decode shapes).
+// better for int8 rows and 1.4x slower for bfloat16 ones on the benchmark's decode shapes). The passes below
+// walk their blocks in plain loops around this: folding those walks into one lambda-taking helper like
+// for_each_key measured 5-20% slower in an in-process A/B (contiguous blocks: 1.62 -> 1.95 ms per layer).
 template <typename cache_t>
 inline void prefetch_next(const cache_t* head, const int64_t* table, int64_t b, int64_t len, int64_t block_size,
                           int64_t stride) {
