@@ -1,7 +1,7 @@
 """Chooses kernel implementations by device and availability.
 
 Ops resolve to the torch reference implementations, except on CPU where the compiled native kernels build
-(kernels/cpu): decode attention, the int8 linear's passes, and the fused elementwise steps for bfloat16/float16.
+(kernels/cpu): decode attention, the int8 linear, and the fused elementwise steps for bfloat16/float16.
 Triton kernels register here when their issue lands.
 """
 
@@ -56,8 +56,9 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
 
 def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
     """The C++ kernels: decode attention (reads keys only up to each row's length), the KV store and the int8
-    linear's passes everywhere they build; the fused elementwise kernels (bfloat16/float16 only, bit-identical
-    to the reference) where AVX-512 is present."""
+    linear (its own packed-weight GEMM with AVX512-VNNI, else torch._int_mm between C++ passes) everywhere they
+    build; the fused elementwise kernels (bfloat16/float16 only, bit-identical to the reference) where AVX-512 is
+    present."""
     from kernels.cpu import attention as cpu_attention, elementwise, int8_linear  # noqa: PLC0415
 
     kernels = replace(kernels, paged_attention=cpu_attention.make_paged_attention(ops),
@@ -83,7 +84,7 @@ def _native_cpu_ops(device: torch.device, prefer: str) -> ModuleType | None:
 def _int8_linear(device: torch.device, prefer: str) -> Callable[..., torch.Tensor]:
     """CUDA + triton: weight-only Triton GEMM (int8 weights dequantized in registers; decode reads half the
     bytes). Otherwise per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs (with the native CPU
-    kernels built, its quantize/dequantize passes run in C++, bit-identical: see _with_native_cpu_ops)."""
+    kernels built, the whole linear runs in C++ over packed weights, bit-identical: see _with_native_cpu_ops)."""
     if prefer == "auto" and device.type == "cuda":
         from kernels import triton as triton_kernels  # noqa: PLC0415 - triton is optional
 

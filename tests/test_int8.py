@@ -116,7 +116,9 @@ def test_w8a8_linear_is_batch_invariant() -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("rows", [1, 7, 256, 300])
 @pytest.mark.parametrize("with_bias", [False, True])
-@pytest.mark.parametrize(("k", "n"), [(64, 96), (72, 100)])  # 16-lane vector loops, and their scalar tails
+# 16-lane vector loops and their scalar tails; for the packed-weight GEMM also input channels past a whole quad
+# (30) and column groups of one and two panels (37 = 3 panels, the last partial; 160 = 10 panels)
+@pytest.mark.parametrize(("k", "n"), [(64, 96), (72, 100), (30, 37), (64, 160)])
 def test_native_w8a8_linear_is_bit_identical_to_reference(dtype: torch.dtype, rows: int, with_bias: bool, k: int,
                                                           n: int) -> None:
     """The C++ quantize/dequantize passes do the reference's float ops in the same order: equal bits, so int8
@@ -138,6 +140,29 @@ def test_native_w8a8_linear_is_bit_identical_to_reference(dtype: torch.dtype, ro
     xq, xs = ops.quantize_rows(x.reshape(-1, k))
     rq, rs = quantize_activation(x.reshape(-1, k))
     assert torch.equal(xq, rq) and torch.equal(xs, rs)
+
+
+def test_packed_int8_weight_round_trips_and_feeds_the_same_product() -> None:
+    """The VNNI kernel's packed layout holds the weight exactly: Int8Linear keeps only it and gives qweight back."""
+    from kernels.cpu import native_ops
+    from kernels.cpu.int8_linear import make_w8a8_linear
+
+    ops = native_ops()
+    if ops is None or not ops.has_int8_gemm():
+        pytest.skip("the packed-weight int8 GEMM did not build here (needs AVX512-VNNI)")
+    g = torch.Generator().manual_seed(9)
+    q, s = quantize_weight(torch.randn(37, 30, generator=g))
+    packed = ops.pack_int8_weight(q)
+    assert torch.equal(ops.unpack_int8_weight(packed, 37, 30), q)
+    matmul = make_w8a8_linear(ops)
+    x = torch.randn(11, 30, generator=g).to(torch.bfloat16)
+    assert torch.equal(matmul(x, packed, s, None, packed=True), w8a8_linear(x, q, s))
+    with pytest.raises(RuntimeError, match="pack_int8_weight"):
+        ops.int8_linear(x, packed[:-1], 37, s, None)
+    lin = Int8Linear(q, s, None, matmul)
+    assert lin.int8_weight is None and lin.packed_weight is not None
+    assert torch.equal(lin.qweight, q) and lin.out_features == 37
+    assert torch.equal(lin(x), w8a8_linear(x, q, s))
 
 
 def test_weight_only_reference_equals_float_linear_on_dequantized_weight() -> None:
@@ -199,7 +224,10 @@ def test_quantize_model_swaps_only_decoder_projections(checkpoints: dict[str, Pa
     after = linear_weight_bytes(model)
     # fp32 -> int8 + fp32 per-channel scales (+ fp32 bias): about a quarter of the projection bytes.
     assert after["projections"] < 0.3 * before["projections"]
-    assert after["other"] == before["other"] + vocab * hidden + 4 * vocab
+    # The head: int8 weights + a float32 scale per row; packed for the VNNI kernel, also an int32 column sum per
+    # row (vocab and hidden are whole panels and quads here, so no padding).
+    packed = model.lm_head.packed_weight is not None
+    assert after["other"] == before["other"] + vocab * hidden + 4 * vocab + (4 * vocab if packed else 0)
     quantize_model(model, "int8")  # idempotent
     with pytest.raises(ValueError, match="unknown quantization"):
         quantize_model(model, "int4")

@@ -96,8 +96,10 @@ def test_dispatch_uses_triton_on_cuda_and_w8a8_on_cpu() -> None:
     cpu = get_kernels("cpu").int8_linear
     if native_ops() is None:
         assert cpu is ref.w8a8_linear
-    else:  # the same W8A8 with native quantize/dequantize passes (bit-identical, tests/test_int8.py)
-        assert cpu is not ref.w8a8_linear and cpu.__name__ == "w8a8_linear"
+    else:  # the same W8A8 through the C++ kernels (bit-identical, tests/test_int8.py)
+        from kernels.cpu.int8_linear import NativeW8A8Linear
+
+        assert isinstance(cpu, NativeW8A8Linear)
     assert get_kernels("cpu", prefer="reference").int8_linear is ref.w8a8_linear
     assert get_kernels("cuda").int8_linear is tk.weight_only_linear
     assert get_kernels("cuda", prefer="reference").int8_linear is ref.w8a8_linear

@@ -1,7 +1,8 @@
 """INT8 weights for the decoder projections: quantize on load, or load a pre-quantized checkpoint.
 
 Weights: int8, symmetric, one float32 scale per output channel. The matmul is chosen by `kernels.dispatch`
-(per-token W8A8 through `torch._int_mm` on CPU; a Triton dequantize-in-registers GEMM on CUDA).
+(per-token W8A8 on CPU: our packed-weight VNNI kernel where it builds, else `torch._int_mm`; a Triton
+dequantize-in-registers GEMM on CUDA).
 """
 
 from engine.quantization.checkpoint import QUANT_METHOD, checkpoint_quantization, quantize_checkpoint

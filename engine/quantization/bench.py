@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from engine.quantization.int8_linear import Int8Linear
 from kernels import get_kernels
 from kernels.reference.int8_gemm import quantize_weight
 
@@ -36,14 +37,14 @@ def bench_shape(n: int, k: int, m: int, rounds: int, device: torch.device) -> di
     wb = w.to(device, torch.bfloat16)
     q, s = (t.to(device) for t in quantize_weight(w))
     x = torch.randn(m, k, generator=g).to(device, torch.bfloat16)
-    int8_linear = get_kernels(device).int8_linear
+    int8_linear = Int8Linear(q, s, None, get_kernels(device).int8_linear)  # the weight prepared as a model holds it
     reps = max(1, int(2e8 / (m * n * k)))
     bf16, int8 = [], []
     for _ in range(rounds):
         bf16.append(_time(lambda: F.linear(x, wb), reps))
-        int8.append(_time(lambda: int8_linear(x, q, s, None), reps))
+        int8.append(_time(lambda: int8_linear(x), reps))
     ref = F.linear(x.float(), w.to(device))
-    err = ((int8_linear(x, q, s, None).float() - ref).norm() / ref.norm()).item()
+    err = ((int8_linear(x).float() - ref).norm() / ref.norm()).item()
     return {
         "bf16_us": statistics.median(bf16) * 1e6,
         "int8_us": statistics.median(int8) * 1e6,

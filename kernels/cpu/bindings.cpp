@@ -14,6 +14,11 @@ torch::Tensor fused_rotary(torch::Tensor x, torch::Tensor cos, torch::Tensor sin
 void causal_softmax_(torch::Tensor scores, int64_t block);
 bool has_fused_ops();
 void store_kv_(torch::Tensor k, torch::Tensor v, torch::Tensor k_cache, torch::Tensor v_cache, torch::Tensor slots);
+bool has_int8_gemm();
+torch::Tensor pack_int8_weight(torch::Tensor qweight);
+torch::Tensor unpack_int8_weight(torch::Tensor packed, int64_t n, int64_t k);
+torch::Tensor int8_linear(torch::Tensor x, torch::Tensor packed, int64_t n, torch::Tensor w_scale,
+                          c10::optional<torch::Tensor> bias);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("paged_decode_attention", &paged_decode_attention, "Decode attention over the paged KV pool (CPU)");
@@ -24,5 +29,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("causal_softmax_", &causal_softmax_, "In-place softmax under a query block's causal mask (bf16/fp16)");
   m.def("store_kv_", &store_kv_, "Write new keys and values into the paged pool at their slots");
   m.def("has_fused_ops", &has_fused_ops, "Whether the fused elementwise kernels were compiled (AVX-512)");
+  m.def("has_int8_gemm", &has_int8_gemm, "Whether the packed-weight int8 GEMM was compiled (AVX512-VNNI)");
+  m.def("pack_int8_weight", &pack_int8_weight, "int8 [N, K] weight -> the layout int8_linear reads");
+  m.def("unpack_int8_weight", &unpack_int8_weight, "The [N, K] int8 weight back from pack_int8_weight's layout");
+  m.def("int8_linear", &int8_linear, "W8A8 linear over a packed weight: [M, K] -> [M, N] in x's dtype");
   m.def("dequantize_rows", &dequantize_rows, "out = int32 acc * weight_scale * row_scale (+ bias), in out's dtype");
 }
