@@ -137,15 +137,17 @@ torch::Tensor pack_int8_weight(torch::Tensor qweight) {
   const int8_t* src = w.data_ptr<int8_t>();
   int8_t* dst = packed.data_ptr<int8_t>();
   int32_t* comp = reinterpret_cast<int32_t*>(dst + g.weight_bytes());
-  for (int64_t n = 0; n < g.n; ++n) {
-    int32_t sum = 0;
-    for (int64_t kk = 0; kk < g.k; ++kk) {
-      const int8_t v = src[n * g.k + kk];
-      dst[pack_offset(g, n, kk)] = v;
-      sum += v;
+  at::parallel_for(0, g.n, 64, [&](int64_t begin, int64_t end) {  // rows write disjoint bytes
+    for (int64_t n = begin; n < end; ++n) {
+      int32_t sum = 0;
+      for (int64_t kk = 0; kk < g.k; ++kk) {
+        const int8_t v = src[n * g.k + kk];
+        dst[pack_offset(g, n, kk)] = v;
+        sum += v;
+      }
+      comp[n] = kOffset * sum;
     }
-    comp[n] = kOffset * sum;
-  }
+  });
   return packed;
 }
 

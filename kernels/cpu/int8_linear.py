@@ -19,8 +19,9 @@ from kernels.reference.int8_gemm import ROW_BLOCK, int8_mm
 
 
 class NativeW8A8Linear:
-    """`w8a8_linear`'s signature, where `qweight` may instead be a weight from `pack_weight` (then `packed=True`).
-    `pack_weight` / `unpack_weight` are None when the packed-weight GEMM was not built."""
+    """`w8a8_linear`'s signature, where `qweight` may instead be a weight from `pack_weight` (then `packed=True`;
+    a plain weight is packed on every call: fine for one-off calls, not for a model's layers). `pack_weight` /
+    `unpack_weight` are None when the packed-weight GEMM was not built."""
 
     def __init__(self, ops: ModuleType) -> None:
         self._ops = ops
