@@ -176,7 +176,7 @@ class LLM:
         """K and V bytes of one token over all layers, in the cache's row format."""
         cfg = self.model_config
         quantized = self.config.kv_cache_dtype == "int8"
-        elem = 1 if quantized else torch.empty((), dtype=self.dtype).element_size()
+        elem = 1 if quantized else self.dtype.itemsize
         return 2 * cfg.num_layers * cfg.num_kv_heads * kv_row_width(cfg.head_dim, quantized) * elem
 
     def config_summary(self) -> dict[str, Any]:

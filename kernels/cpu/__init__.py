@@ -2,8 +2,9 @@
 
 They exist where plain torch ops measurably fall short on CPU: decode attention has to read every cached key and
 value of every running sequence, and gathering those through the block table into a dense copy first cost
-several times the attention itself; the int8 linear's quantize/dequantize passes and the layer's elementwise steps
-(bf16/fp16) were several eager passes each, now one (bit-identical to the torch reference). When no compiler is
+several times the attention itself; the int8 linear was ten eager passes around oneDNN's GEMM, which re-lays its
+weight out on every call (now one call over a weight packed at load, with AVX512-VNNI), and the layer's
+elementwise steps (bf16/fp16) were several eager passes each, now one (all bit-identical to the torch reference). When no compiler is
 available the build fails once, a warning says why, and callers fall back to the torch reference kernels
 (`native_ops()` returns None).
 """
