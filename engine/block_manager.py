@@ -1,26 +1,37 @@
 """Paged KV blocks: a free pool, reference counts and a prefix cache of full blocks.
 
-A full block is cached under the key (content id of its parent block, its token ids); dict lookup compares the
-whole key, so a hit is exact by construction. Content ids are never reused, so a key whose parent was evicted can
-never match again. Unreferenced cached blocks stay in an LRU and are evicted only when a fresh block is needed.
+A full block's identity is its chain hash: a 128-bit BLAKE2b digest of its parent's chain hash and its own token
+ids, so one hash names the whole prefix up to the block's end. The same hashes key the prefix cache, the
+in-flight deduplication of prefixes being prefilled, and `Sequence.block_hashes`. A hit also compares the
+block's stored token ids, so only a BLAKE2b collision of the parent chain could alias two prefixes. Unreferenced
+cached blocks stay in an LRU and are evicted only when a fresh block is needed.
 """
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from engine.sequence import Sequence
 
-_ROOT = -1
+_ROOT = 0
+
+
+def chain_hash(parent: int, tokens: list[int]) -> int:
+    """Hash of a block given its parent's chain hash (0 for the first block) and its token ids."""
+    h = hashlib.blake2b(parent.to_bytes(16, "little"), digest_size=16)
+    h.update(array("q", tokens).tobytes())
+    return int.from_bytes(h.digest(), "little")
 
 
 @dataclass
 class _Block:
     block_id: int
     ref_count: int = 0
-    cid: int | None = None  # content id when registered in the prefix cache
-    key: tuple[int, tuple[int, ...]] | None = None
+    hash: int | None = None  # chain hash while registered in the prefix cache
+    tokens: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -30,6 +41,7 @@ class BlockStats:
     prefix_queries: int = 0  # prompt tokens looked up in the prefix cache
     prefix_hits: int = 0  # tokens served from it
     evictions: int = 0
+    duplicates_dropped: int = 0  # full blocks computed twice, swapped for the cached copy
 
 
 class BlockManager:
@@ -45,8 +57,7 @@ class BlockManager:
         # Blocks handed out for the first time since start; the runner zeroes them before use (see take_fresh_blocks).
         self._ever_used = bytearray(num_blocks + 1)
         self._fresh: list[int] = []
-        self.cached: dict[tuple[int, tuple[int, ...]], int] = {}
-        self._next_cid = 0
+        self.cached: dict[int, int] = {}  # chain hash -> block id
         self.stats = BlockStats(total=num_blocks)
         self._inflight: dict[int, int] = {}  # chain hash of a block being prefilled -> count
 
@@ -66,21 +77,25 @@ class BlockManager:
     def blocks_needed(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
 
-    # ---- prefix cache ----------------------------------------------------------------------------------------
-    def _block_tokens(self, seq: Sequence, i: int) -> tuple[int, ...]:
-        bs = self.block_size
-        return tuple(seq.token_ids[i * bs : (i + 1) * bs])
+    # ---- prefix identity -------------------------------------------------------------------------------------
+    def block_hashes(self, seq: Sequence, num_blocks: int) -> list[int]:
+        """The chain hashes of seq's first `num_blocks` full blocks, extending `seq.block_hashes` as needed."""
+        bs, hashes = self.block_size, seq.block_hashes
+        seq.hash_block_size = bs
+        while len(hashes) < num_blocks:
+            i = len(hashes)
+            hashes.append(chain_hash(hashes[-1] if hashes else _ROOT, seq.token_ids[i * bs : (i + 1) * bs]))
+        return hashes[:num_blocks]
 
-    def chain_hashes(self, seq: Sequence) -> list[int]:
-        """Content hashes of the full blocks before the last token (for in-flight detection), memoised."""
-        if seq.chain_cache is not None and seq.chain_cache[0] == seq.num_tokens:
-            return seq.chain_cache[1]
-        out, h = [], _ROOT
-        for i in range((seq.num_tokens - 1) // self.block_size):
-            h = hash((h, self._block_tokens(seq, i)))
-            out.append(h)
-        seq.chain_cache = (seq.num_tokens, out)
-        return out
+    def prompt_block_hashes(self, seq: Sequence) -> list[int]:
+        """Hashes of the full blocks before the last token (the ones a prefix hit or an in-flight prefill can cover)."""
+        return self.block_hashes(seq, (seq.num_tokens - 1) // self.block_size)
+
+    def _lookup(self, h: int, tokens: list[int]) -> int | None:
+        bid = self.cached.get(h)
+        if bid is None or self.blocks[bid].tokens != tuple(tokens):
+            return None
+        return bid
 
     def match_prefix(self, seq: Sequence) -> int:
         """Attach cached blocks to a sequence with no blocks; returns the number of cached tokens.
@@ -90,23 +105,22 @@ class BlockManager:
         assert not seq.block_table
         if not self.enable_prefix_caching:
             return 0
-        limit = (seq.num_tokens - 1) // self.block_size
-        parent = _ROOT
-        hits = 0
-        for i in range(limit):
-            bid = self.cached.get((parent, self._block_tokens(seq, i)))
+        bs = self.block_size
+        for i, h in enumerate(self.prompt_block_hashes(seq)):
+            bid = self._lookup(h, seq.token_ids[i * bs : (i + 1) * bs])
             if bid is None:
                 break
-            block = self.blocks[bid]
-            if block.ref_count == 0:
-                self.free.pop(bid)
-            block.ref_count += 1
+            self._take(bid)
             seq.block_table.append(bid)
-            seq.block_cids.append(block.cid)  # type: ignore[arg-type]
-            parent = block.cid  # type: ignore[assignment]
-            hits += 1
+        seq.num_published_blocks = len(seq.block_table)
         self._touch_peak()
-        return hits * self.block_size
+        return len(seq.block_table) * bs
+
+    def _take(self, bid: int) -> None:
+        block = self.blocks[bid]
+        if block.ref_count == 0:
+            self.free.pop(bid)
+        block.ref_count += 1
 
     def record_admission(self, num_tokens: int, num_cached: int) -> None:
         """Count a lookup once, when the sequence is actually admitted (deferred attempts do not count)."""
@@ -115,47 +129,60 @@ class BlockManager:
 
     def first_uncached_hash(self, seq: Sequence, num_cached: int) -> int | None:
         """Chain hash of the first full block after the cached ones, if the prompt has one."""
-        hashes = self.chain_hashes(seq)
+        hashes = self.prompt_block_hashes(seq)
         idx = num_cached // self.block_size
         return hashes[idx] if idx < len(hashes) else None
 
-    def is_inflight(self, chain_hash: int | None) -> bool:
-        return chain_hash is not None and self._inflight.get(chain_hash, 0) > 0
+    def is_inflight(self, h: int | None) -> bool:
+        return h is not None and self._inflight.get(h, 0) > 0
 
     def mark_inflight(self, hashes: list[int]) -> None:
         for h in hashes:
             self._inflight[h] = self._inflight.get(h, 0) + 1
 
-    def clear_inflight(self, hashes: list[int]) -> None:
+    def clear_inflight(self, hashes: list[int]) -> list[int]:
+        """Release in-flight marks; returns the hashes nobody is prefilling any more."""
+        done = []
         for h in hashes:
             left = self._inflight.get(h, 0) - 1
             if left > 0:
                 self._inflight[h] = left
             else:
                 self._inflight.pop(h, None)
+                done.append(h)
+        return done
 
     def register_full_blocks(self, seq: Sequence) -> None:
-        """Publish blocks whose KV is now fully written, so later requests can reuse them."""
+        """Publish blocks whose KV is written for verified tokens, so later requests can reuse them.
+
+        Only blocks covered by `seq.num_computed_tokens` (which never exceeds the verified tokens once a step is
+        resolved) are published, so draft tokens' KV never reaches the cache. A block whose content is already
+        cached (two requests prefilled the same prefix) is dropped for the cached copy: the sequence then holds
+        one chain the cache knows, and its own copy goes back to the pool.
+        """
         if not self.enable_prefix_caching:
             return
-        full = seq.num_computed_tokens // self.block_size
-        while len(seq.block_cids) < full:
-            i = len(seq.block_cids)
-            parent = seq.block_cids[-1] if seq.block_cids else _ROOT
-            key = (parent, self._block_tokens(seq, i))
-            existing = self.cached.get(key)
-            if existing is not None:
-                seq.block_cids.append(self.blocks[existing].cid)  # type: ignore[arg-type]
-                continue
-            block = self.blocks[seq.block_table[i]]
-            if block.cid is not None:  # already published under another key: cannot happen for a fresh block
-                seq.block_cids.append(block.cid)
-                continue
-            block.cid = self._next_cid
-            block.key = key
-            self._next_cid += 1
-            self.cached[key] = block.block_id
-            seq.block_cids.append(block.cid)
+        full = min(seq.num_computed_tokens, seq.num_tokens) // self.block_size
+        if seq.num_published_blocks >= full:
+            return
+        bs = self.block_size
+        hashes = self.block_hashes(seq, full)
+        for i in range(seq.num_published_blocks, full):
+            tokens = seq.token_ids[i * bs : (i + 1) * bs]
+            own = seq.block_table[i]
+            existing = self._lookup(hashes[i], tokens)
+            if existing is not None and existing != own:
+                self._take(existing)
+                seq.block_table[i] = existing
+                self._release(own)
+                self.stats.duplicates_dropped += 1
+            elif existing is None:
+                block = self.blocks[own]
+                if block.hash is not None:  # a different content under this id cannot be cached: evicted already
+                    self.cached.pop(block.hash, None)
+                block.hash, block.tokens = hashes[i], tuple(tokens)
+                self.cached[hashes[i]] = own
+        seq.num_published_blocks = full
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached block (they stay allocated-free in the pool). Only while no sequence holds blocks:
@@ -163,14 +190,14 @@ class BlockManager:
         if any(b.ref_count for b in self.blocks[1:]):
             return False
         for block in self.blocks:
-            block.key = None
-            block.cid = None
+            block.hash = None
+            block.tokens = None
         self.cached.clear()
         return True
 
     # ---- allocation ------------------------------------------------------------------------------------------
-    def can_grow(self, seq: Sequence, num_tokens: int) -> bool:
-        return self.blocks_needed(num_tokens) - len(seq.block_table) <= len(self.free)
+    def can_grow(self, seq: Sequence, num_tokens: int, reserve: int = 0) -> bool:
+        return self.blocks_needed(num_tokens) - len(seq.block_table) + reserve <= len(self.free)
 
     def grow(self, seq: Sequence, num_tokens: int) -> bool:
         """Give `seq` enough blocks to hold `num_tokens` tokens; False (and nothing taken) if the pool is short."""
@@ -182,10 +209,10 @@ class BlockManager:
         for _ in range(need):
             bid, _ = self.free.popitem(last=False)
             block = self.blocks[bid]
-            if block.key is not None:
-                self.cached.pop(block.key, None)
-                block.key = None
-                block.cid = None
+            if block.hash is not None:
+                self.cached.pop(block.hash, None)
+                block.hash = None
+                block.tokens = None
                 self.stats.evictions += 1
             block.ref_count = 1
             seq.block_table.append(bid)
@@ -195,6 +222,22 @@ class BlockManager:
         self._touch_peak()
         return True
 
+    def truncate(self, seq: Sequence, num_tokens: int) -> None:
+        """Keep only the blocks that hold seq's first `num_tokens` token slots; the rest go back to the pool.
+
+        Used after a step whose rejected draft tokens had blocks of their own. Blocks past the verified tokens
+        were never published, so nothing unverified ever stays in the prefix cache."""
+        keep, full = self.blocks_needed(num_tokens), num_tokens // self.block_size
+        if seq.num_published_blocks > full and keep > full:
+            # The cut falls inside a cached block other requests may share: the sequence would overwrite its tail,
+            # so it lets go of that block and recomputes those few tokens into a block of its own.
+            keep = full
+            seq.num_computed_tokens = min(seq.num_computed_tokens, full * self.block_size)
+        while len(seq.block_table) > keep:
+            self._release(seq.block_table.pop())
+        seq.num_published_blocks = min(seq.num_published_blocks, full)
+        del seq.block_hashes[full:]
+
     def take_fresh_blocks(self) -> list[int]:
         """Blocks handed out for the first time since the last call. Their memory was never written (the pool is
         allocated uninitialised so RAM tracks blocks in use); attention reads whole blocks and masks the unwritten
@@ -202,19 +245,20 @@ class BlockManager:
         fresh, self._fresh = self._fresh, []
         return fresh
 
+    def _release(self, bid: int) -> None:
+        block = self.blocks[bid]
+        block.ref_count -= 1
+        if block.ref_count == 0:
+            self.free[bid] = None
+            if block.hash is None:
+                self.free.move_to_end(bid, last=False)  # uncached blocks are reused first
+
     def free_sequence(self, seq: Sequence) -> None:
         """Return a sequence's blocks; the tail goes first into the LRU so shared prefixes outlive it."""
         for bid in reversed(seq.block_table):
-            block = self.blocks[bid]
-            block.ref_count -= 1
-            if block.ref_count == 0:
-                if block.key is None:
-                    self.free[bid] = None
-                    self.free.move_to_end(bid, last=False)  # uncached blocks are reused first
-                else:
-                    self.free[bid] = None
+            self._release(bid)
         seq.block_table = []
-        seq.block_cids = []
+        seq.num_published_blocks = 0
 
     def _touch_peak(self) -> None:
         used = self.num_used

@@ -13,6 +13,7 @@ from engine.outputs import RequestOutput
 from engine.sampler import sample
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
+from engine.stop_checker import StopChecker
 from engine.tokenizer import Tokenizer
 
 
@@ -37,8 +38,8 @@ class EngineCore:
         self.runner = runner
         self.tokenizer = tokenizer
         self.eos_ids = eos_ids
-        self._eos_set = frozenset(eos_ids)
         self.max_model_len = max_model_len
+        self.stop_checker = StopChecker(tokenizer, eos_ids, max_model_len)
         self.counters = StepCounters()
         self.structured: Any = None  # set by LLM when a request carries a JSON schema
 
@@ -62,56 +63,54 @@ class EngineCore:
         inputs = self.runner.prepare(batch)
         logits = self.runner.execute(inputs)
         for seq, n in zip(batch.seqs, batch.num_tokens):
-            if seq.num_computed_tokens < seq.num_prompt_tokens:
+            if seq.is_prefilling:
                 self.counters.prefill_tokens_computed += min(n, seq.num_prompt_tokens - seq.num_computed_tokens)
-        self.scheduler.after_step(batch)
-        tokens = sample(logits, inputs.sampling_seqs, self.eos_ids, self.structured) if inputs.sampling_seqs else []
+            seq.num_computed_tokens += n  # KV written for these positions (drafts' too, until verified)
+        result = sample(logits, inputs.sampling_seqs, inputs.sample_counts, self.eos_ids, self.structured)
         now = time.perf_counter()
         self.counters.steps += 1
-        for seq, tok in zip(inputs.sampling_seqs, tokens):
-            self._append(seq, tok, now)
+        for seq, toks, error in zip(inputs.sampling_seqs, result.tokens, result.errors):
+            if error is not None:
+                self._set_finish(seq, "error", now, error)
+            else:
+                self._resolve(seq, toks, now)
+        done = []
+        for seq in batch.seqs:
+            if seq.draft_ids:  # the budget cut its verify step short: drafts are proposed again if at all
+                seq.draft_ids = []
+                seq.num_computed_tokens = min(seq.num_computed_tokens, seq.num_tokens - 1)
+            self.scheduler.after_step(seq)
             if seq.finish_reason is not None:
-                self.scheduler.finish(seq)
-                finished.append(self._output(seq))
+                done.append(seq)
+        for seq in done:
+            self.scheduler.finish(seq)
+            finished.append(self._output(seq))
         return finished
 
-    def _append(self, seq: Sequence, tok: int, now: float) -> None:
-        seq.token_ids.append(tok)
-        self.counters.output_tokens += 1
+    def _resolve(self, seq: Sequence, sampled: list[int], now: float) -> None:
+        """Accept the sampled tokens of one sequence: sampled[j] follows draft j - 1, so the tokens up to and
+        including the first one that differs from its draft are the target's own (greedy verification); the KV
+        of rejected drafts is rolled back, and tokens after a stop are dropped."""
+        drafts, seq.draft_ids = seq.draft_ids, []
+        accepted = len(sampled)
+        for j, tok in enumerate(sampled):
+            if j >= len(drafts) or tok != drafts[j]:
+                accepted = j + 1
+                break
         m = seq.metrics
         if m.first_token_time is None:
             m.first_token_time = now
-        p = seq.params
-        n_out = seq.num_output_tokens
-        if seq.matcher is not None:
-            try:
-                seq.matcher.accept(tok)
-            except ValueError as exc:
-                if tok not in self._eos_set:
-                    self._set_finish(seq, "error", now, f"structured output violated: {exc}")
-                    return
-        if not p.ignore_eos and tok in self._eos_set and n_out >= p.min_tokens:
-            self._set_finish(seq, "stop", now)
-        elif p.stop_token_ids and tok in p.stop_token_ids and n_out >= p.min_tokens:
-            self._set_finish(seq, "stop", now)
-        elif seq.matcher is not None and seq.matcher.is_finished():
-            self._set_finish(seq, "stop", now)
-        elif p.stop and n_out >= p.min_tokens and self._stop_string_hit(seq):
-            self._set_finish(seq, "stop", now)
-        elif n_out >= p.max_tokens or seq.num_tokens >= self.max_model_len:
-            self._set_finish(seq, "length", now)
-
-    def _stop_string_hit(self, seq: Sequence) -> bool:
-        text = self.tokenizer.decode(seq.output_ids)
-        best = None
-        for s in seq.params.stop or []:
-            idx = text.find(s)
-            if idx >= 0 and (best is None or idx < best[0]):
-                best = (idx, len(s))
-        if best is None:
-            return False
-        seq.stop_text_end = best[0] + (best[1] if seq.params.include_stop_str_in_output else 0)
-        return True
+        for tok in sampled[:accepted]:
+            seq.append([tok])
+            self.counters.output_tokens += 1
+            stop = self.stop_checker.check(seq, tok)
+            if stop is not None:
+                self._set_finish(seq, stop[0], now, stop[1])
+                break
+        # Valid KV covers the verified tokens except the newest (its KV is computed next step).
+        seq.num_computed_tokens = min(seq.num_computed_tokens, seq.num_tokens - 1)
+        if seq.finish_reason is None:
+            self.scheduler.bm.truncate(seq, seq.num_tokens)
 
     @staticmethod
     def _set_finish(seq: Sequence, reason: str, now: float, error: str | None = None) -> None:

@@ -21,7 +21,7 @@ from engine.models.config import ModelConfig, load_model_config
 from engine.models.loader import load_model
 from engine.models.rotary import rotary_tables
 from engine.outputs import RequestMetrics, RequestOutput
-from engine.sampling_params import SamplingParams
+from engine.sampling_params import SamplingParams, request_seed
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
 from engine.tokenizer import Tokenizer
@@ -161,7 +161,6 @@ class LLM:
         )
         self._core = EngineCore(self.scheduler, runner, self.tokenizer, self.eos_token_ids, self.max_model_len)
         self._structured = None
-        self._request_counter = 0
 
     # ------------------------------------------------------------------------------------------------------------
     def _default_kv_budget(self) -> int:
@@ -270,17 +269,30 @@ class LLM:
                 raise ValueError(f"prompt {i} is empty")
             gen = None
             if not p.greedy:
-                seed = p.seed if p.seed is not None else hash((self.config.seed, self._request_counter)) & 0x7FFFFFFF
+                seed = p.seed if p.seed is not None else request_seed(self.config.seed, ids, p)
                 gen = torch.Generator(device=self.device).manual_seed(seed)
-            matcher = self._structured_backend().new_matcher(p.json_schema) if p.json_schema is not None else None
-            seq = Sequence(index=i, prompt_ids=ids, params=p, metrics=RequestMetrics(arrival_time=now),
-                           generator=gen, matcher=matcher)
-            self._request_counter += 1
-            if len(ids) > self.max_model_len:
+            seq = Sequence(index=i, prompt_ids=ids, params=p, metrics=RequestMetrics(arrival_time=now), generator=gen)
+            problem = self._request_problem(seq)
+            if problem is not None:
                 seq.finish_reason = "error"
-                seq.error = f"prompt has {len(ids)} tokens, more than max_model_len={self.max_model_len}"
+                seq.error = problem
             seqs.append(seq)
         return seqs
+
+    def _request_problem(self, seq: Sequence) -> str | None:
+        """Why this one request cannot run (it then fails alone), or None; builds its grammar matcher."""
+        p, vocab = seq.params, self.model_config.vocab_size
+        if len(seq.prompt_ids) > self.max_model_len:
+            return f"prompt has {len(seq.prompt_ids)} tokens, more than max_model_len={self.max_model_len}"
+        bad = [t for t in p.stop_token_ids or [] if t >= vocab]
+        if bad:
+            return f"stop_token_ids {bad[:5]} lie outside the vocabulary [0, {vocab})"
+        if p.json_schema is not None:
+            try:
+                seq.matcher = self._structured_backend().new_matcher(p.json_schema)
+            except ValueError as exc:
+                return str(exc)
+        return None
 
     def generate_stream(
         self,
@@ -317,10 +329,7 @@ class LLM:
 
     def _abort_unfinished(self) -> None:
         """If the caller stops consuming the stream, free everything so the engine is reusable."""
-        for seq in list(self.scheduler.running):
-            self.scheduler.finish(seq)
-        self.scheduler.waiting.clear()
-        self.scheduler.failed.clear()
+        self.scheduler.abort_all()
 
     def generate(
         self,

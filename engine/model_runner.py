@@ -20,13 +20,22 @@ _MAX_PAD_WASTE = 0.2
 _MAX_GROUP = 64
 
 
+# Chunks of at most this many query tokens (decodes, verify steps of speculative decoding, short prefill tails)
+# run as decode rows: one row per query token, each reading its sequence's keys in place through the block table
+# up to its own position. Longer chunks run as prefill segments (GEMM-shaped attention).
+MAX_DECODE_QUERIES = 8
+
+
 @dataclass
 class StepInputs:
     input_ids: torch.Tensor
     positions: torch.Tensor
     meta: AttentionMetadata
     logits_indices: torch.Tensor
-    sampling_seqs: list[Sequence]  # the sequences that sample a token this step, in logits row order
+    # The sequences that sample this step and how many positions each samples, in logits row order (a
+    # sequence's rows are contiguous, in position order).
+    sampling_seqs: list[Sequence]
+    sample_counts: list[int]
 
 
 class ModelRunner:
@@ -56,20 +65,27 @@ class ModelRunner:
         return [table[p // bs] * bs + p % bs for p in range(start, end)]
 
     def prepare(self, batch: ScheduledBatch) -> StepInputs:
+        """Pack a batch: decode rows first (ascending KV length, so groups are contiguous row ranges), then prefill
+        segments. A position samples only when the token there is the sequence's last verified token or a draft,
+        i.e. never in the middle of a prompt, however the budget cut the chunk."""
         bs = self.block_size
         dev = self.device
-        decodes = [(s, n) for s, n in zip(batch.seqs, batch.num_tokens) if n == 1]
-        prefills = [(s, n) for s, n in zip(batch.seqs, batch.num_tokens) if n != 1]
-        decodes.sort(key=lambda sn: sn[0].num_computed_tokens)
+        rows: list[tuple[int, Sequence, int]] = []  # (position, sequence, token) of every decode row
+        prefills: list[tuple[Sequence, int]] = []
+        for seq, n in zip(batch.seqs, batch.num_tokens):
+            if n <= MAX_DECODE_QUERIES:
+                start = seq.num_computed_tokens
+                rows.extend((p, seq, t) for p, t in zip(range(start, start + n), seq.query_tokens(start, start + n)))
+            else:
+                prefills.append((seq, n))
+        rows.sort(key=lambda r: r[0])
 
         ids: list[int] = []
         pos: list[int] = []
         slots: list[int] = []
-        logits_rows: list[int] = []
-        sampling: list[Sequence] = []
+        sample_rows: dict[int, list[int]] = {}  # id(seq) -> its sampled rows, in position order
         meta = AttentionMetadata(slot_mapping=torch.empty(0))
 
-        # Decode rows first, in ascending KV length so groups are contiguous row ranges.
         group_start = 0
         group_lens: list[int] = []
         group_tables: list[list[int]] = []
@@ -79,13 +95,12 @@ class ModelRunner:
                 return
             meta.decode_groups.append(self._decode_group(group_start, end, group_lens, group_tables))
 
-        for row, (seq, _) in enumerate(decodes):
-            p = seq.num_computed_tokens
-            ids.append(seq.token_ids[p])
+        for row, (p, seq, tok) in enumerate(rows):
+            ids.append(tok)
             pos.append(p)
             slots.append(seq.block_table[p // bs] * bs + p % bs)
-            logits_rows.append(row)
-            sampling.append(seq)
+            if p >= seq.num_tokens - 1:
+                sample_rows.setdefault(id(seq), []).append(row)
             kv_len = p + 1
             if group_lens and self.decode_reads_padding:
                 padded = kv_len * (len(group_lens) + 1)  # rows ascend: this one is the group's longest
@@ -95,19 +110,29 @@ class ModelRunner:
                     group_start, group_lens, group_tables = row, [], []
             group_lens.append(kv_len)
             group_tables.append(seq.block_table)
-        close_group(len(decodes))
+        close_group(len(rows))
 
         for seq, n in prefills:
             start = seq.num_computed_tokens
             end = start + n
             row0 = len(ids)
-            ids.extend(seq.token_ids[start:end])
+            ids.extend(seq.query_tokens(start, end))
             pos.extend(range(start, end))
             slots.extend(self._slots(seq, start, end))
             meta.prefills.append(self._prefill_segment(seq, row0, start, n))
-            if end == seq.num_tokens:
-                logits_rows.append(len(ids) - 1)
+            first = max(start, seq.num_tokens - 1)
+            if first < end:
+                sample_rows[id(seq)] = list(range(row0 + first - start, row0 + n))
+
+        sampling: list[Sequence] = []
+        counts: list[int] = []
+        logits_rows: list[int] = []
+        for seq in batch.seqs:
+            seq_rows = sample_rows.get(id(seq))
+            if seq_rows:
                 sampling.append(seq)
+                counts.append(len(seq_rows))
+                logits_rows.extend(seq_rows)
 
         positions = torch.tensor(pos, dtype=torch.long)
         meta.slot_mapping = torch.tensor(slots, dtype=torch.long, device=dev)
@@ -117,6 +142,7 @@ class ModelRunner:
             meta=meta,
             logits_indices=torch.tensor(logits_rows, dtype=torch.long, device=dev),
             sampling_seqs=sampling,
+            sample_counts=counts,
         )
 
     def _decode_group(self, start: int, end: int, lens: list[int], tables: list[list[int]]) -> DecodeGroup:

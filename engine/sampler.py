@@ -1,10 +1,15 @@
-"""Picks the next token per row: greedy, or temperature / top-k / top-p with a per-request generator.
+"""Picks the next tokens: greedy, or temperature / top-k / top-p with a per-request generator.
+
+A sequence may sample several positions in one step (a verify step samples after each draft token); the result
+is a list of tokens per sequence. Problems confined to one request — non-finite logits, a grammar that allows no
+token — come back as that request's error, never as an exception that would end the whole batch.
 
 Each request samples from its own seeded generator, so its tokens do not depend on what else is in the batch.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -12,19 +17,33 @@ import torch
 from engine.sequence import Sequence
 
 
-def _mask_banned(logits: torch.Tensor, seqs: list[Sequence], eos_ids: list[int]) -> None:
-    """Before min_tokens, EOS and stop token ids may not be sampled (a JSON grammar decides that by itself)."""
-    for row, seq in enumerate(seqs):
+@dataclass
+class SampleResult:
+    tokens: list[list[int]]  # per sampling sequence, one token per sampled position
+    errors: list[str | None]  # per sampling sequence: why it cannot go on, or None
+
+
+def _mask_banned(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[int], counts: list[int],
+                 eos_ids: list[int]) -> None:
+    """Before min_tokens, EOS and stop token ids may not be sampled (a JSON grammar decides that by itself).
+    Row j of a sequence follows j more output tokens than the sequence has verified."""
+    for seq, row0, count in zip(seqs, first_rows, counts):
         p = seq.params
-        if seq.matcher is None and p.min_tokens and seq.num_output_tokens < p.min_tokens:
-            banned = ([] if p.ignore_eos else eos_ids) + (p.stop_token_ids or [])
-            if banned:
-                logits[row, banned] = float("-inf")
+        if seq.matcher is not None or not p.min_tokens:
+            continue
+        banned = ([] if p.ignore_eos else eos_ids) + (p.stop_token_ids or [])
+        if not banned:
+            continue
+        for j in range(count):
+            if seq.num_output_tokens + j < p.min_tokens:
+                logits[row0 + j, banned] = float("-inf")
 
 
-def _sample_row(logits: torch.Tensor, seq: Sequence) -> int:
+def _sample_row(logits: torch.Tensor, row_max: float, seq: Sequence) -> int:
+    """Temperature / top-k / top-p sampling. Scores are (logit - max) / T, so a tiny T cannot overflow: the
+    best token scores 0 and the others tend to -inf, which is the greedy limit."""
     p = seq.params
-    scores = logits / p.temperature
+    scores = (logits - row_max) / p.temperature
     if 0 < p.top_k < scores.shape[-1]:
         kth = torch.topk(scores, p.top_k).values[-1]
         scores = scores.masked_fill(scores < kth, float("-inf"))
@@ -39,27 +58,54 @@ def _sample_row(logits: torch.Tensor, seq: Sequence) -> int:
     return int(torch.multinomial(probs, 1, generator=seq.generator).item())
 
 
-def _apply_constraints(logits: torch.Tensor, seqs: list[Sequence], structured: Any) -> None:
+def _apply_constraints(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[int], counts: list[int],
+                       structured: Any, errors: list[str | None]) -> None:
     """Rows with a JSON schema may only take tokens their grammar allows next."""
-    rows = [i for i, s in enumerate(seqs) if s.matcher is not None]
-    if not rows:
+    idx = []
+    for k, (seq, count) in enumerate(zip(seqs, counts)):
+        if seq.matcher is None:
+            continue
+        if count != 1:  # the grammar state after each draft token would be needed (speculative decoding's issue)
+            errors[k] = "several sampled positions under a JSON schema are not supported"
+            continue
+        idx.append(k)
+    if not idx:
         return
-    mask = structured.allocate_mask(len(rows))
-    structured.fill_masks([seqs[i].matcher for i in rows], mask)
-    structured.apply_mask(logits, mask, rows)
+    mask = structured.allocate_mask(len(idx))
+    structured.fill_masks([seqs[k].matcher for k in idx], mask)
+    structured.apply_mask(logits, mask, [first_rows[k] for k in idx])
 
 
-def sample(logits: torch.Tensor, seqs: list[Sequence], eos_ids: list[int], structured: Any = None) -> list[int]:
-    """logits: [len(seqs), vocab] float32 (modified in place)."""
+def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_ids: list[int],
+           structured: Any = None) -> SampleResult:
+    """logits: [sum(counts), vocab] float32, each sequence's rows contiguous (modified in place)."""
+    first_rows, row = [], 0
+    for c in counts:
+        first_rows.append(row)
+        row += c
+    errors: list[str | None] = [None] * len(seqs)
     if not seqs:
-        return []
-    _mask_banned(logits, seqs, eos_ids)
+        return SampleResult([], errors)
+    _mask_banned(logits, seqs, first_rows, counts, eos_ids)
     if structured is not None:
-        _apply_constraints(logits, seqs, structured)
-    if all(s.params.greedy for s in seqs):
-        return logits.argmax(-1).tolist()
-    greedy = logits.argmax(-1).tolist()
-    out = []
-    for row, seq in enumerate(seqs):
-        out.append(greedy[row] if seq.params.greedy else _sample_row(logits[row], seq))
-    return out
+        _apply_constraints(logits, seqs, first_rows, counts, structured, errors)
+    # One pass gives the greedy tokens and exposes bad rows: NaN or +inf anywhere makes the max non-finite, and
+    # a row whose every token is masked has max -inf.
+    row_max, best = logits.max(-1)
+    finite = torch.isfinite(row_max).tolist()
+    best_ids = best.tolist()
+    maxima = row_max.tolist()
+    tokens: list[list[int]] = []
+    for k, (seq, row0, count) in enumerate(zip(seqs, first_rows, counts)):
+        rows = range(row0, row0 + count)
+        if errors[k] is None and not all(finite[r] for r in rows):
+            bad = next(r for r in rows if not finite[r])
+            errors[k] = ("no token is allowed here (every logit is masked)" if maxima[bad] == float("-inf")
+                         else "the model produced non-finite logits (NaN or inf)")
+        if errors[k] is not None:
+            tokens.append([])
+        elif seq.params.greedy:
+            tokens.append(best_ids[row0 : row0 + count])
+        else:
+            tokens.append([_sample_row(logits[r], maxima[r], seq) for r in rows])
+    return SampleResult(tokens, errors)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from dataclasses import dataclass, field
+from array import array
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -52,3 +55,16 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+
+def request_seed(engine_seed: int, prompt_ids: list[int], params: SamplingParams) -> int:
+    """Default sampling seed of a request without its own: derived from the engine seed, the prompt and the
+    decoding parameters, so a request samples the same tokens whatever its position among the requests, whatever
+    else is in the call and on whichever replica it runs. (Identical requests therefore get identical samples;
+    give them distinct `seed`s to draw several.)"""
+    fields = {k: v for k, v in asdict(params).items() if k not in ("seed", "_validated")}
+    h = hashlib.blake2b(digest_size=8)
+    h.update(int(engine_seed).to_bytes(8, "little", signed=True))
+    h.update(array("q", prompt_ids).tobytes())
+    h.update(json.dumps(fields, sort_keys=True, default=str).encode())
+    return int.from_bytes(h.digest(), "little") & 0x7FFFFFFFFFFFFFFF

@@ -1,23 +1,29 @@
 """Token-budget continuous batching.
 
-Every step: running sequences first (decodes and unfinished prefill chunks, oldest first), then waiting ones fill
-what is left of the token budget with (chunked) prefills. When blocks run out the newest running sequence is
-preempted by recompute: its blocks are freed and it waits again with all its tokens, so no token ever changes.
+Every step: running sequences first (decodes, verify steps and unfinished prefill chunks, in admission order),
+then waiting ones fill what is left of the token budget with (chunked) prefills. When blocks run out the most
+recently admitted running sequence is preempted by recompute: its blocks are freed and it waits again with all
+its tokens, so no token ever changes. A re-admitted sequence keeps its first admission's rank, so it is not the
+next victim again and again: the oldest request always makes progress.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
 from engine.block_manager import BlockManager
 from engine.sequence import Sequence, Status
 
+# Share of the pool admission leaves free, so running sequences can grow a few steps before anyone is preempted.
+WATERMARK = 0.01
+
 
 @dataclass
 class ScheduledBatch:
     seqs: list[Sequence] = field(default_factory=list)
-    num_tokens: list[int] = field(default_factory=list)  # tokens computed for each sequence this step
+    num_tokens: list[int] = field(default_factory=list)  # query tokens computed for each sequence this step
 
     @property
     def total_tokens(self) -> int:
@@ -30,10 +36,17 @@ class ScheduledBatch:
 class Scheduler:
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int) -> None:
         self.bm = block_manager
-        self.max_num_seqs = max_num_seqs
+        # A running sequence needs at least one token of budget per step; more sequences than the budget can
+        # serve would only hold blocks while they wait, so the budget also caps how many run at once.
+        self.max_num_seqs = min(max_num_seqs, max_num_batched_tokens)
         self.max_num_batched_tokens = max_num_batched_tokens
+        self.watermark_blocks = int(WATERMARK * block_manager.num_blocks)
         self.waiting: deque[Sequence] = deque()
-        self.running: list[Sequence] = []
+        # Sequences waiting for a prefix another request is prefilling, parked under that block's chain hash and
+        # put back at the front of the queue when it is published (admission stays O(admitted), not O(waiting)).
+        self.parked: dict[int, list[Sequence]] = {}
+        self.running: list[Sequence] = []  # sorted by admit_order
+        self._admitted = 0
         self.num_preemptions = 0
         self.peak_running = 0
         self.failed: list[Sequence] = []  # sequences that can never fit, handed back to the engine once
@@ -42,7 +55,7 @@ class Scheduler:
         self.waiting.append(seq)
 
     def has_unfinished(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or self.parked)
 
     # ------------------------------------------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
@@ -52,10 +65,9 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
-            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
-            target = seq.num_computed_tokens + n
+            n = min(seq.num_tokens + len(seq.draft_ids) - seq.num_computed_tokens, budget)
             scheduled = True
-            while not self.bm.grow(seq, target):
+            while not self.bm.grow(seq, seq.num_computed_tokens + n):
                 victim = self.running[-1]
                 if victim is seq:
                     if i == 0:
@@ -79,7 +91,6 @@ class Scheduler:
         return batch
 
     def _admit(self, batch: ScheduledBatch, budget: int) -> None:
-        deferred: list[Sequence] = []
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
             if self.bm.blocks_needed(seq.num_tokens + 1) > self.bm.num_blocks:
@@ -89,13 +100,17 @@ class Scheduler:
                 continue
             cached = self.bm.match_prefix(seq)
             seq.num_computed_tokens = cached
-            if self.bm.enable_prefix_caching and self.bm.is_inflight(self.bm.first_uncached_hash(seq, cached)):
-                # Another request is prefilling this prefix right now; wait one step and reuse its blocks.
-                self._release(seq)
-                deferred.append(self.waiting.popleft())
-                continue
+            if self.bm.enable_prefix_caching:
+                pending = self.bm.first_uncached_hash(seq, cached)
+                if self.bm.is_inflight(pending):
+                    # Another request is prefilling this prefix right now: wait until it is published, then reuse it.
+                    self._release(seq)
+                    self.parked.setdefault(pending, []).append(self.waiting.popleft())  # type: ignore[arg-type]
+                    continue
             n = min(seq.num_tokens - cached, budget)
-            if not self.bm.grow(seq, cached + n):
+            # Admission keeps a watermark of free blocks for the running sequences, unless nothing runs.
+            reserve = self.watermark_blocks if self.running else 0
+            if not (self.bm.can_grow(seq, cached + n, reserve) and self.bm.grow(seq, cached + n)):
                 self._release(seq)
                 break
             self.waiting.popleft()
@@ -104,26 +119,35 @@ class Scheduler:
             if seq.metrics.num_preemptions == 0:
                 seq.metrics.num_cached_tokens = cached
             if self.bm.enable_prefix_caching:
-                seq.inflight_hashes = self.bm.chain_hashes(seq)[cached // self.bm.block_size :]
+                seq.inflight_hashes = self.bm.prompt_block_hashes(seq)[cached // self.bm.block_size :]
                 self.bm.mark_inflight(seq.inflight_hashes)
-            self.running.append(seq)
+            if seq.admit_order is None:
+                seq.admit_order = self._admitted
+                self._admitted += 1
+            bisect.insort(self.running, seq, key=lambda s: s.admit_order)
             batch.seqs.append(seq)
             batch.num_tokens.append(n)
             budget -= n
-        self.waiting.extendleft(reversed(deferred))
 
     # ------------------------------------------------------------------------------------------------------------
     def _release(self, seq: Sequence) -> None:
         self.bm.free_sequence(seq)
         seq.num_computed_tokens = 0
-        if seq.inflight_hashes:
-            self.bm.clear_inflight(seq.inflight_hashes)
-            seq.inflight_hashes = []
+        self._clear_inflight(seq)
+
+    def _clear_inflight(self, seq: Sequence) -> None:
+        if not seq.inflight_hashes:
+            return
+        done = self.bm.clear_inflight(seq.inflight_hashes)
+        seq.inflight_hashes = []
+        unparked = [s for h in done for s in self.parked.pop(h, ())]
+        self.waiting.extendleft(reversed(unparked))
 
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
         self._release(seq)
         seq.status = Status.WAITING
+        seq.draft_ids = []
         seq.metrics.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(seq)
@@ -137,19 +161,25 @@ class Scheduler:
         seq.error = message
         self.failed.append(seq)
 
-    def after_step(self, batch: ScheduledBatch) -> None:
-        """Advance computed counts and publish newly full blocks to the prefix cache."""
-        for seq, n in zip(batch.seqs, batch.num_tokens):
-            seq.num_computed_tokens += n
-            self.bm.register_full_blocks(seq)
-            if seq.inflight_hashes and seq.num_computed_tokens >= seq.num_tokens:
-                self.bm.clear_inflight(seq.inflight_hashes)
-                seq.inflight_hashes = []
+    def after_step(self, seq: Sequence) -> None:
+        """A scheduled sequence's step is resolved (its tokens verified): publish its newly full blocks, and
+        release its in-flight prefix marks once its prompt is in the cache."""
+        self.bm.register_full_blocks(seq)
+        if seq.inflight_hashes and not seq.is_prefilling:
+            self._clear_inflight(seq)
 
     def finish(self, seq: Sequence) -> None:
         self.running.remove(seq)
         self._release(seq)
         seq.status = Status.FINISHED
+
+    def abort_all(self) -> None:
+        """Free everything (the caller stopped consuming outputs)."""
+        for seq in list(self.running):
+            self.finish(seq)
+        self.waiting.clear()
+        self.parked.clear()
+        self.failed.clear()
 
     def take_failed(self) -> list[Sequence]:
         failed, self.failed = self.failed, []
