@@ -510,8 +510,14 @@ void paged_decode_attention(torch::Tensor q, torch::Tensor k_cache, torch::Tenso
   TORCH_CHECK(!q.is_cuda(), "CPU kernel");
   TORCH_CHECK(block_size > 0, "block_size must be positive");
   const int64_t* lens = kv_lens.data_ptr<int64_t>();  // every row's keys must lie inside its block table:
-  for (int64_t r = 0; r < q.size(0); ++r)              // the reads below are not bounds-checked
-    TORCH_CHECK(lens[r] > 0 && lens[r] <= block_tables.size(1) * block_size, "kv_lens out of range for the block tables");
+  const int64_t* tables = block_tables.data_ptr<int64_t>();  // ...and every block it reads inside the pool
+  const int64_t nblk = block_tables.size(1), pool_blocks = k_cache.size(1) / block_size;
+  for (int64_t r = 0; r < q.size(0); ++r) {              // the reads below are not bounds-checked
+    TORCH_CHECK(lens[r] > 0 && lens[r] <= nblk * block_size, "kv_lens out of range for the block tables");
+    for (int64_t b = 0, used = (lens[r] + block_size - 1) / block_size; b < used; ++b)
+      TORCH_CHECK(tables[r * nblk + b] >= 0 && tables[r * nblk + b] < pool_blocks, "row ", r, ": block ",
+                  tables[r * nblk + b], " lies outside the KV pool of ", pool_blocks, " blocks");
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, q.scalar_type(), "paged_decode_attention", [&] {
     if (quantized)
       decode_kernel<scalar_t, int8_t>(q, k_cache, v_cache, block_tables, kv_lens, block_size, scale, window, out);

@@ -1,0 +1,107 @@
+"""A problem confined to one request ends that request alone, with finish_reason="error" and a reason; the other
+requests of the batch produce exactly what they produce without it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from engine import LLM, SamplingParams
+
+GOOD = SamplingParams(max_tokens=6, min_tokens=6, ignore_eos=True)
+
+
+def _prompts(n: int = 3) -> list[list[int]]:
+    rng = random.Random(5)
+    return [[0] + [rng.randrange(2, 384) for _ in range(rng.randrange(5, 30))] for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def llm(checkpoints):
+    return LLM(checkpoints["llama"], dtype="float32", block_size=8)
+
+
+@pytest.fixture(scope="module")
+def alone(llm):
+    return [llm.generate([p], GOOD, progress=False)[0].token_ids for p in _prompts()]
+
+
+def _check_isolated(outs, alone, bad: int, reason: str) -> None:
+    assert outs[bad].finish_reason == "error" and reason in (outs[bad].error or ""), outs[bad].error
+    for i, out in enumerate(outs):
+        if i != bad:
+            assert out.finish_reason == "length" and out.token_ids == alone[i]
+
+
+def test_out_of_range_stop_token_ids_fail_their_request(llm, alone):
+    params = [GOOD, SamplingParams(max_tokens=6, min_tokens=3, stop_token_ids=[10**6]), GOOD]
+    _check_isolated(llm.generate(_prompts(), params, progress=False), alone, 1, "outside the vocabulary")
+
+
+def test_schema_that_does_not_compile_fails_its_request(llm, alone):
+    broken = {"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}
+    params = [GOOD, GOOD, SamplingParams(max_tokens=6, json_schema=broken)]
+    _check_isolated(llm.generate(_prompts(), params, progress=False), alone, 2, "JSON schema")
+
+
+def test_non_finite_logits_fail_their_request(llm, alone, monkeypatch):
+    runner = llm._core.runner
+    prepare, execute = runner.prepare, runner.execute
+    seen = {}
+
+    def spy_prepare(batch):
+        inputs = prepare(batch)
+        seen["inputs"] = inputs
+        return inputs
+
+    def poisoned_execute(inputs):
+        logits = execute(inputs)
+        row = 0
+        for seq, count in zip(inputs.sampling_seqs, inputs.sample_counts):
+            if seq.index == 0 and seq.num_output_tokens == 2:
+                logits[row, 7] = float("nan")
+            row += count
+        return logits
+
+    monkeypatch.setattr(runner, "prepare", spy_prepare)
+    monkeypatch.setattr(runner, "execute", poisoned_execute)
+    outs = llm.generate(_prompts(), GOOD, progress=False)
+    _check_isolated(outs, alone, 0, "non-finite logits")
+    assert len(outs[0].token_ids) == 2  # what it produced before the bad step is kept
+
+
+def test_tiny_temperature_is_the_greedy_limit_not_an_overflow(llm, alone):
+    """logits / 1e-40 overflows float32 to inf (softmax NaN, multinomial raised for the whole batch); scaled after
+    subtracting the row max it is the greedy limit."""
+    params = [GOOD, SamplingParams(max_tokens=6, min_tokens=6, ignore_eos=True, temperature=1e-40), GOOD]
+    outs = llm.generate(_prompts(), params, progress=False)
+    assert [o.finish_reason for o in outs] == ["length"] * 3
+    assert [o.token_ids for o in outs] == alone
+
+
+def test_default_seed_follows_the_request_not_its_position(llm):
+    """Without an explicit seed, a sampled request draws the same tokens wherever it stands in the call."""
+    prompts = _prompts()
+    params = SamplingParams(max_tokens=8, temperature=1.0, ignore_eos=True, min_tokens=8)
+    forward = llm.generate(prompts, params, progress=False)
+    backward = llm.generate(prompts[::-1], params, progress=False)[::-1]
+    alone = [llm.generate([p], params, progress=False)[0] for p in prompts]
+    assert [o.token_ids for o in forward] == [o.token_ids for o in backward] == [o.token_ids for o in alone]
+    # ...and different requests still draw differently seeded streams.
+    assert len({tuple(o.token_ids) for o in forward}) == len(prompts)
+
+
+def test_native_decode_rejects_block_ids_outside_the_pool():
+    from kernels.cpu import native_ops
+
+    ops = native_ops()
+    if ops is None:
+        pytest.skip("the native CPU kernels did not build here")
+    q = torch.randn(1, 4, 16)
+    cache = torch.zeros(2, 4 * 8, 16)  # 4 blocks of 8 slots
+    out = torch.empty_like(q)
+    for block in (4, -1):
+        with pytest.raises(RuntimeError, match="block"):
+            ops.paged_decode_attention(q, cache, cache, torch.tensor([[block]]), torch.tensor([3]), 8, 0.25, 0, out)
