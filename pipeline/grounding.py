@@ -122,8 +122,23 @@ def document_candidates(text: str) -> dict[str, list[str]]:
     return {name: scan(text) for name, scan in CANDIDATE_FIELDS.items()}
 
 
+# Most values one field's enum may list. A long statement can hold thousands of amounts; every enum value becomes
+# grammar the matcher walks at each step and schema compilation grows with it, so one document could stall its
+# whole bucket. Past the cap the enum keeps the first and the last values in document order (dates and parties
+# sit near the top, totals near the bottom).
+MAX_ENUM_VALUES = 64
+
+
+def _capped(values: list[str]) -> list[str]:
+    if len(values) <= MAX_ENUM_VALUES:
+        return values
+    head = MAX_ENUM_VALUES // 2
+    return values[:head] + values[len(values) - (MAX_ENUM_VALUES - head) :]
+
+
 def _narrow(prop: dict[str, Any], values: list[str]) -> dict[str, Any]:
-    """`prop` with its string branch replaced by an enum of the values its pattern accepts."""
+    """`prop` with its string branch replaced by an enum of (at most MAX_ENUM_VALUES of) the values its pattern
+    accepts."""
     branches = prop["anyOf"] if "anyOf" in prop else [prop]
     out = []
     for branch in branches:
@@ -134,7 +149,7 @@ def _narrow(prop: dict[str, Any], values: list[str]) -> dict[str, Any]:
             kept = [v for v in kept if lo <= len(v) <= hi]
             if not kept:
                 return prop
-            branch = {"type": "string", "enum": kept}
+            branch = {"type": "string", "enum": _capped(kept)}
         out.append(branch)
     return {"anyOf": out} if "anyOf" in prop else out[0]
 

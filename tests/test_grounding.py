@@ -71,6 +71,19 @@ def test_grounded_schema_narrows_only_the_string_branch() -> None:
     assert grounded_schema(plain, {"date": ["bad"]})["properties"]["date"] == plain["properties"]["date"]
 
 
+def test_grounding_enums_are_capped() -> None:
+    """A statement with thousands of amounts must not turn into a grammar of thousands of alternatives."""
+    from pipeline.grounding import MAX_ENUM_VALUES
+
+    text = " ".join(f"EUR {i}.{i % 100:02d}" for i in range(1, 3001))
+    amounts = amount_candidates(text)
+    assert len(amounts) == 3000
+    enum = grounded_schema(decoding_schema("document"), {"amount": amounts})["properties"]["amount"]
+    values = next(b["enum"] for b in enum.get("anyOf", [enum]) if "enum" in b)
+    assert len(values) == MAX_ENUM_VALUES
+    assert values[0] == amounts[0] and values[-1] == amounts[-1]  # the top and the bottom of the document
+
+
 def test_windows_are_never_grounded() -> None:
     assert decoding_schema("window", "DE89370400440532013000") == decoding_schema("window")
 
