@@ -75,12 +75,21 @@ def _sync(device: str) -> None:
 
 
 def measure_gemm_peak(device: str, dtype: torch.dtype = torch.bfloat16, size: int | None = None, reps: int = 8) -> dict[str, Any]:
-    """Best-of-N dense square matmul rate: the MFU denominator, measured here and now rather than from a spec sheet."""
+    """Best-of-N dense square matmul rate: the MFU denominator, measured here and now rather than from a spec sheet.
+
+    Where one product takes over a second (bf16 on a CPU without bf16 instructions runs ~100x below float32), the
+    size halves, down to 256, so the measurement stays a few seconds and still reports this machine's rate."""
     n = size or (8192 if device.startswith("cuda") else 2048)
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    for _ in range(2):  # warm caches, thread pools and (on GPU) cuBLAS heuristics
-        torch.mm(a, b)
+    while True:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        t0 = time.perf_counter()
+        torch.mm(a, b)  # warms caches, thread pools and (on GPU) cuBLAS heuristics
+        _sync(device)
+        if size is not None or n <= 256 or time.perf_counter() - t0 < 1.0:
+            break
+        n //= 2
+    torch.mm(a, b)
     _sync(device)
     best = float("inf")
     for _ in range(reps):
