@@ -105,3 +105,35 @@ def test_native_decode_rejects_block_ids_outside_the_pool():
     for block in (4, -1):
         with pytest.raises(RuntimeError, match="block"):
             ops.paged_decode_attention(q, cache, cache, torch.tensor([[block]]), torch.tensor([3]), 8, 0.25, 0, out)
+
+
+def test_a_broken_schema_costs_one_pipeline_row_not_its_bucket(monkeypatch):
+    """Before, a schema that failed to compile raised out of `generate_stream` and turned every item of the
+    bucket into an EngineError row; now only its own item becomes an error row."""
+    from pathlib import Path
+
+    import pipeline.run as run
+    from pipeline.bucketing import prepare_requests
+    from pipeline.work import WorkUnit
+
+    model = Path(__file__).resolve().parents[1] / "data" / "models" / "finextract-3m"
+    llm = LLM(model, dtype="float32")
+    texts = ["Invoice INV-7 from Acme GmbH dated 2024-03-05, total EUR 120.00.",
+             "Invoice INV-8 from Beta BV dated 2024-04-01, total EUR 75.50.",
+             "KYC notice: provide a passport before 2025-01-31."]
+    units = [WorkUnit(row_id=f"d{i}", kind="document", source_files=[f"{i}.pdf"], text=t) for i, t in enumerate(texts)]
+    prep = prepare_requests(units, llm.tokenizer, 512, {"document": 160, "window": 160})
+    assert len(prep.buckets) == 1
+    make_params = run._params
+
+    def params_with_one_broken(kind, max_tokens, document_text=None):
+        p = make_params(kind, max_tokens, document_text)
+        if document_text is not None and "Beta BV" in document_text:
+            p.json_schema = {"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}
+        return p
+
+    monkeypatch.setattr(run, "_params", params_with_one_broken)
+    (res,) = list(run.infer(llm, prep.buckets, run_fields={}))
+    assert [e.row_id for e in res.errors] == ["d1"], [(e.row_id, e.message) for e in res.errors]
+    assert "JSON schema" in res.errors[0].message
+    assert sorted(r["row_id"] for r in res.rows) == ["d0", "d2"]
