@@ -54,6 +54,16 @@ def _is_hidden(rel: Path) -> bool:
     return any(part.startswith((".", "_")) for part in rel.parts)
 
 
+def printable_name(rel: str) -> str:
+    """A relative path as valid UTF-8 text: bytes that are not UTF-8 (Python keeps them as surrogate escapes,
+    which Arrow strings cannot hold) are written as \\xNN, so the row names the file a user can still find."""
+    try:
+        rel.encode("utf-8")
+        return rel
+    except UnicodeEncodeError:
+        return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def discover_files(input_dir: Path, exclude: tuple[Path, ...] = ()) -> list[Path]:
     """Regular files under input_dir, sorted by relative path; hidden/underscore paths and
     `exclude` trees (e.g. an output directory inside the input) are not inputs."""
@@ -124,11 +134,15 @@ def ingest(
 
         iterator = tqdm(paths, desc="ingest", unit="file", leave=False)
     for path in iterator:
-        rel = path.relative_to(root.resolve() if path.is_absolute() else root).as_posix()
-        data = path.read_bytes()
-        sha = sha256_bytes(data)
-        kind = file_kind(rel, data[:8])
-        entry = {"source_file": rel, "kind": kind, "sha256": sha, "size_bytes": len(data), "status": "ok",
+        rel = printable_name(path.relative_to(root.resolve() if path.is_absolute() else root).as_posix())
+        try:
+            data: bytes | None = path.read_bytes()
+        except OSError as exc:  # permission denied, EIO, vanished: this file's error row, not the run's end
+            data, read_error = None, f"{type(exc).__name__}: {exc.strerror or exc}"
+        # An unreadable file still needs a stable identity: its path stands in for its content.
+        sha = sha256_bytes(data if data is not None else b"unreadable:" + rel.encode())
+        kind = file_kind(rel, data[:8] if data is not None else b"")
+        entry = {"source_file": rel, "kind": kind, "sha256": sha, "size_bytes": len(data or b""), "status": "ok",
                  "n_rows": 0, "n_errors": 0, "details": None}
         files.append(entry)
 
@@ -137,6 +151,9 @@ def ingest(
                                       stage=stage, error_class=cls, message=msg, n_rows=0))
             entry["status"], entry["n_errors"] = "error", 1
 
+        if data is None:
+            file_error("UnreadableFile", f"cannot read the file ({read_error})", Stage.DISCOVER)
+            continue
         if sha in seen:
             file_error("DuplicateFile", f"same content as {seen[sha]} (processed once, under that path)",
                        Stage.DISCOVER)
