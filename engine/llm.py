@@ -12,20 +12,20 @@ from typing import Any
 import torch
 
 from engine.block_manager import BlockManager
-from engine.config import GiB, EngineConfig
+from engine.config import EngineConfig
 from engine.core import EngineCore
 from engine.cpu_runtime import keep_freed_memory
 from engine.errors import ModelLoadError
+from engine.kv_pool import default_kv_budget, kv_bytes_per_token
 from engine.model_runner import ModelRunner
 from engine.models.config import ModelConfig, load_model_config
 from engine.models.loader import load_model
-from engine.models.rotary import rotary_tables
 from engine.outputs import RequestMetrics, RequestOutput
 from engine.sampling_params import SamplingParams, request_seed
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
 from engine.tokenizer import Tokenizer
-from kernels import get_kernels, kv_row_width
+from kernels import get_kernels
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -43,20 +43,18 @@ def _resolve_dtype(name: str, cfg: ModelConfig, device: torch.device) -> torch.d
     if name != "auto":
         return _DTYPES[name]
     dtype = _DTYPES.get(str(cfg.torch_dtype), torch.float32)
-    if device.type == "cpu" and dtype is torch.float16:
-        return torch.bfloat16  # CPU fp16 GEMMs are slow; bf16 keeps the range
+    if device.type == "cpu" and dtype in (torch.float16, torch.bfloat16):
+        # CPU fp16 GEMMs are slow and bf16 keeps the range, but only where the CPU has bf16 instructions: without
+        # them (AVX2-only CPUs) a bf16 GEMM measured ~1 GFLOP/s against ~130 in float32.
+        return torch.bfloat16 if _cpu_has_fast_bf16() else torch.float32
     return dtype
 
 
-def _available_memory() -> int:
+def _cpu_has_fast_bf16() -> bool:
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 8 * GiB
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _load_eos_ids(model_dir: Path, cfg: ModelConfig, tokenizer: Tokenizer) -> list[int]:
@@ -134,50 +132,25 @@ class LLM:
 
             quantize_model(self.model, self.config.quantization)
 
-        block_bytes = self.config.block_size * self._kv_bytes_per_token()
-        budget = self.config.kv_cache_memory or self._default_kv_budget()
-        num_blocks = budget // block_bytes
-        if num_blocks < 1:
-            raise ValueError(f"kv_cache_memory={budget} bytes is smaller than one KV block ({block_bytes} bytes)")
-        # One extra block (id 0) is the null block padded key positions point at: zeroed, so masked reads of it are
-        # harmless, while the rest stays uninitialised (untouched pages cost no RAM until a sequence writes them).
         quantized_kv = self.config.kv_cache_dtype == "int8"
-        shape = (cfg.num_kv_heads, (num_blocks + 1) * self.config.block_size, kv_row_width(cfg.head_dim, quantized_kv))
-        kv_dtype = torch.int8 if quantized_kv else self.dtype
-        self.kv_caches = []
-        for _ in range(cfg.num_layers):
-            k = torch.empty(shape, dtype=kv_dtype, device=self.device)
-            v = torch.empty(shape, dtype=kv_dtype, device=self.device)
-            k[:, : self.config.block_size].zero_()
-            v[:, : self.config.block_size].zero_()
-            self.kv_caches.append((k, v))
-        self.kv_cache_bytes = num_blocks * block_bytes
-        cos, sin = rotary_tables(cfg, self.max_model_len + 1, self.dtype, self.device)
-        self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
-        self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
+        per_token = kv_bytes_per_token(cfg, self.dtype, quantized_kv)
+        # Default: room for max_num_seqs full-length sequences, within default_kv_budget's caps.
+        budget = self.config.kv_cache_memory or default_kv_budget(
+            self.device, self.config.max_num_seqs * (self.max_model_len + self.config.block_size) * per_token)
         runner = ModelRunner(
-            self.model, self.kv_caches, cos, sin, self.config.block_size, self.device, cfg.sliding_window,
+            self.model, dtype=self.dtype, device=self.device, block_size=self.config.block_size, kv_budget=budget,
+            quantized_kv=quantized_kv, max_model_len=self.max_model_len,
             decode_reads_padding=self.kernels.decode_reads_padding,
         )
+        self.kv_caches = runner.kv_caches  # read-only view (tests, tools); the runner owns the pool
+        self.kv_cache_bytes = runner.pool.bytes
+        self.block_manager = BlockManager(runner.pool.num_blocks, self.config.block_size,
+                                          self.config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
         self._core = EngineCore(self.scheduler, runner, self.tokenizer, self.eos_token_ids, self.max_model_len)
         self._structured = None
 
     # ------------------------------------------------------------------------------------------------------------
-    def _default_kv_budget(self) -> int:
-        if self.device.type == "cuda":
-            free, _ = torch.cuda.mem_get_info(self.device)
-            return int(free * 0.8)
-        # Enough for max_num_seqs full-length sequences, but never more than 4 GiB or 40% of free RAM.
-        useful = self.config.max_num_seqs * (self.max_model_len + self.config.block_size) * self._kv_bytes_per_token()
-        return int(min(useful, 4 * GiB, 0.4 * _available_memory()))
-
-    def _kv_bytes_per_token(self) -> int:
-        """K and V bytes of one token over all layers, in the cache's row format."""
-        cfg = self.model_config
-        quantized = self.config.kv_cache_dtype == "int8"
-        elem = 1 if quantized else self.dtype.itemsize
-        return 2 * cfg.num_layers * cfg.num_kv_heads * kv_row_width(cfg.head_dim, quantized) * elem
-
     def config_summary(self) -> dict[str, Any]:
         c = self.config
         return {

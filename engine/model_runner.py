@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.kv_pool import allocate_kv_pool
 from engine.models.llama import LlamaModel
+from engine.models.rotary import rotary_tables
 from engine.scheduler import ScheduledBatch
 from engine.sequence import Sequence
 from kernels import AttentionMetadata, DecodeGroup, PrefillSegment
@@ -39,24 +41,28 @@ class StepInputs:
 
 
 class ModelRunner:
+    """Owns the model's step-time state: the KV pool (sized from a byte budget) and the rotary tables."""
+
     def __init__(
         self,
         model: LlamaModel,
-        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        block_size: int,
+        *,
+        dtype: torch.dtype,
         device: torch.device,
-        sliding_window: int | None,
+        block_size: int,
+        kv_budget: int,
+        quantized_kv: bool,
+        max_model_len: int,
         decode_reads_padding: bool = True,
     ) -> None:
+        cfg = model.cfg
         self.model = model
-        self.kv_caches = kv_caches
-        self.cos = cos
-        self.sin = sin
+        self.pool = allocate_kv_pool(cfg, dtype, device, block_size, kv_budget, quantized_kv)
+        self.kv_caches = self.pool.caches
+        self.cos, self.sin = rotary_tables(cfg, max_model_len + 1, dtype, device)
         self.block_size = block_size
         self.device = device
-        self.window = sliding_window
+        self.window = cfg.sliding_window
         # Kernels.decode_reads_padding: zero fresh blocks and group decode rows by length only when it holds.
         self.decode_reads_padding = decode_reads_padding
 

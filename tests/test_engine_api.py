@@ -173,3 +173,21 @@ def test_kernels_switch_selects_the_plain_torch_kernels(checkpoints, llm):
     assert got == [o.token_ids for o in llm.generate(prompts, params, progress=False)]
     with pytest.raises(ValueError, match="kernels"):
         LLM(checkpoints["llama"], dtype="float32", kernels="fast")
+
+
+@pytest.mark.parametrize("fast_bf16,expected", [(True, "bfloat16"), (False, "float32")])
+def test_auto_dtype_keeps_bf16_only_where_the_cpu_has_it(checkpoints, tmp_path, monkeypatch, fast_bf16, expected):
+    """A bf16 checkpoint on a CPU without bf16 instructions would run its GEMMs ~100x slower than float32."""
+    import json
+    import shutil
+
+    import engine.llm as llm_module
+
+    model = tmp_path / "bf16"
+    shutil.copytree(checkpoints["llama"], model)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["torch_dtype"] = "bfloat16"
+    cfg.pop("dtype", None)
+    (model / "config.json").write_text(json.dumps(cfg))
+    monkeypatch.setattr(llm_module, "_cpu_has_fast_bf16", lambda: fast_bf16)
+    assert LLM(model, device="cpu").config_summary()["dtype"] == expected
