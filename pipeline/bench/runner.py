@@ -167,13 +167,15 @@ def run_bench(
     if cfg.reuse_baselines is not None:
         reused, tokens = _load_reused(cfg.reuse_baselines, results)
         console.print(f"reusing baseline rows {sorted(reused)} from {cfg.reuse_baselines}")
-    with console.status("measuring dense bf16 GEMM peak"):
-        gemm = measure_gemm_peak(device)
+    # The MFU denominator is the dense GEMM rate in the run's own dtype (a float32 run against a bf16 peak would
+    # be meaningless where bf16 has no hardware path, ~1 GFLOP/s on an AVX2-only CPU).
+    with console.status(f"measuring dense {cfg.dtype} GEMM peak"):
+        gemm = measure_gemm_peak(device, getattr(torch, cfg.dtype))
     results["gemm_peak"] = gemm
     for name, row in reused.items():  # one MFU denominator for every row of this run
         if row.achieved_flops_per_s is not None:
             reused[name] = row.model_copy(update={"mfu": row.achieved_flops_per_s / gemm["flops_per_s"]})
-    console.print(f"bf16 GEMM peak: {gemm['flops_per_s'] / 1e9:.0f} GFLOP/s ({gemm['m']}^3, best of {gemm['reps']})")
+    console.print(f"{gemm['dtype']} GEMM peak: {gemm['flops_per_s'] / 1e9:.0f} GFLOP/s ({gemm['m']}^3, best of {gemm['reps']})")
 
     out_dir = Path(cfg.out_dir)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
