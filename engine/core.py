@@ -38,7 +38,6 @@ class EngineCore:
         self.runner = runner
         self.tokenizer = tokenizer
         self.eos_ids = eos_ids
-        self.max_model_len = max_model_len
         self.stop_checker = StopChecker(tokenizer, eos_ids, max_model_len)
         self.counters = StepCounters()
         self.structured: Any = None  # set by LLM when a request carries a JSON schema
