@@ -1,8 +1,7 @@
-"""Offline batch API: `LLM(model_dir).generate(prompts, params)`."""
+"""Offline batch API: `LLM(model).generate(prompts, params)`, `model` a Hugging Face directory or a GGUF file."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator, Sequence as Seq
@@ -15,16 +14,15 @@ from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.core import EngineCore
 from engine.cpu_runtime import keep_freed_memory
-from engine.errors import ModelLoadError
 from engine.kv_pool import default_kv_budget, kv_bytes_per_token
 from engine.model_runner import ModelRunner
-from engine.models.config import ModelConfig, load_model_config
+from engine.models.checkpoint import open_checkpoint
+from engine.models.config import ModelConfig
 from engine.models.loader import load_model
 from engine.outputs import RequestMetrics, RequestOutput
 from engine.sampling_params import SamplingParams, request_seed
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
-from engine.tokenizer import Tokenizer
 from kernels import get_kernels
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -57,23 +55,9 @@ def _cpu_has_fast_bf16() -> bool:
         return False
 
 
-def _load_eos_ids(model_dir: Path, cfg: ModelConfig, tokenizer: Tokenizer) -> list[int]:
-    ids = list(cfg.eos_token_ids)
-    gen_path = model_dir / "generation_config.json"
-    if gen_path.is_file():
-        try:
-            gen = json.loads(gen_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ModelLoadError(f"{gen_path}: invalid JSON ({exc})") from exc
-        eos = gen.get("eos_token_id")
-        ids += [eos] if isinstance(eos, int) else list(eos or [])
-    if tokenizer.eos_token_id is not None:
-        ids.append(tokenizer.eos_token_id)
-    return sorted(set(int(i) for i in ids))
-
-
 class LLM:
-    """Loads a Hugging Face checkpoint and serves offline batches with continuous batching over a paged KV cache."""
+    """Loads a checkpoint (Hugging Face directory or GGUF file) and serves offline batches with continuous batching
+    over a paged KV cache."""
 
     def __init__(
         self,
@@ -91,10 +75,8 @@ class LLM:
         kernels: str = "auto",
         kv_cache_dtype: str = "auto",
     ) -> None:
-        if quantization is None and Path(model_dir).is_dir():  # pre-quantized checkpoints say so in config.json
-            from engine.quantization import checkpoint_quantization  # noqa: PLC0415
-
-            quantization = checkpoint_quantization(model_dir)
+        ckpt = open_checkpoint(model_dir)
+        quantization = quantization or ckpt.stored_quantization  # pre-quantized checkpoints say so in config.json
         self.config = EngineConfig(
             model_dir=Path(model_dir),
             dtype=dtype,  # type: ignore[arg-type]
@@ -110,11 +92,9 @@ class LLM:
             kernels=kernels,  # type: ignore[arg-type]
             kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
         )
-        model_path = self.config.model_dir
-        if not model_path.is_dir():
-            raise ModelLoadError(f"model directory {str(model_path)!r} does not exist")
-        self.model_config = cfg = load_model_config(model_path)
-        self.tokenizer = Tokenizer(model_path)
+        self.checkpoint_format = ckpt.format
+        self.model_config = cfg = ckpt.config
+        self.tokenizer = ckpt.tokenizer
         self.device = _resolve_device(self.config.device)
         self.dtype = _resolve_dtype(self.config.dtype, cfg, self.device)
         self.cpu_allocator_tuned = self.device.type == "cpu" and keep_freed_memory()
@@ -124,9 +104,11 @@ class LLM:
                 f"max_model_len {self.max_model_len} exceeds the model's max_position_embeddings "
                 f"{cfg.max_position_embeddings}"
             )
-        self.eos_token_ids = _load_eos_ids(model_path, cfg, self.tokenizer)
+        self.eos_token_ids = ckpt.eos_token_ids
         self.kernels = get_kernels(self.device, prefer=self.config.kernels)
-        self.model = load_model(cfg, model_path, self.dtype, self.device, self.kernels)
+        # A GGUF file asked for int8 is quantized tensor by tensor as it is dequantized (no float copy of the model).
+        tensors = ckpt.tensors(int8=ckpt.format == "gguf" and self.config.quantization == "int8")
+        self.model = load_model(cfg, tensors, ckpt.path, self.dtype, self.device, self.kernels)
         if self.config.quantization is not None:
             from engine.quantization import quantize_model  # noqa: PLC0415 - only when asked for
 
@@ -155,6 +137,7 @@ class LLM:
         c = self.config
         return {
             "model_dir": str(c.model_dir),
+            "checkpoint_format": self.checkpoint_format,
             "architecture": self.model_config.architecture,
             "dtype": str(self.dtype).replace("torch.", ""),
             "device": str(self.device),
@@ -202,7 +185,7 @@ class LLM:
             from engine.structured import StructuredOutputBackend  # noqa: PLC0415 - optional dependency
 
             self._structured = StructuredOutputBackend(
-                self.tokenizer.path, self.model_config.vocab_size, self.eos_token_ids
+                self.tokenizer.to_json(), self.model_config.vocab_size, self.eos_token_ids
             )
             self._core.structured = self._structured
         return self._structured

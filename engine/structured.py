@@ -19,7 +19,6 @@ import sys
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -69,7 +68,7 @@ class StructuredOutputBackend:
 
     def __init__(
         self,
-        tokenizer_json_path: str | Path,
+        tokenizer_json: str,
         vocab_size: int,
         eos_token_ids: list[int],
         *,
@@ -87,11 +86,10 @@ class StructuredOutputBackend:
             raise ValueError("structured output needs at least one EOS token id to end a constrained generation")
         if any(t < 0 or t >= vocab_size for t in eos):
             raise ValueError(f"EOS token ids {eos} must lie in [0, vocab_size={vocab_size})")
-        text = Path(tokenizer_json_path).read_text(encoding="utf-8")
         try:
-            self._tokenizer = llguidance.LLTokenizer(text, n_vocab=vocab_size, eos_token=eos)
+            self._tokenizer = llguidance.LLTokenizer(tokenizer_json, n_vocab=vocab_size, eos_token=eos)
         except ValueError as e:  # e.g. "vocab size too small; 100 vs 320"
-            raise ValueError(f"cannot build the structured-output tokenizer from {tokenizer_json_path}: {e}") from e
+            raise ValueError(f"cannot build the structured-output tokenizer: {e}") from e
         self.vocab_size = vocab_size
         self.eos_token_ids = eos
         self._eos = frozenset(eos)

@@ -98,7 +98,7 @@ def test_constrained_decoding_only_emits_printed_values(tmp_path: Path) -> None:
     build_tokenizer(tmp_path)
     tok = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     vocab, eos = tok.get_vocab_size(), 1
-    backend = StructuredOutputBackend(tmp_path / "tokenizer.json", vocab, [eos], num_threads=1)
+    backend = StructuredOutputBackend((tmp_path / "tokenizer.json").read_text(), vocab, [eos], num_threads=1)
     schema = decoding_schema("document", TEXT)
     gen = torch.Generator().manual_seed(0)
     seen = set()

@@ -68,7 +68,7 @@ def hf_tok(tok_dir: Path) -> Any:
 
 @pytest.fixture(scope="module")
 def backend(tok_dir: Path) -> StructuredOutputBackend:
-    return StructuredOutputBackend(tok_dir / "tokenizer.json", VOCAB, [EOS], num_threads=1)
+    return StructuredOutputBackend((tok_dir / "tokenizer.json").read_text(), VOCAB, [EOS], num_threads=1)
 
 
 def allowed_ids(backend: StructuredOutputBackend, matcher: StructuredMatcher) -> set[int]:
@@ -245,9 +245,9 @@ def test_apply_mask_bans_columns_beyond_vocab(backend: StructuredOutputBackend) 
 
 def test_backend_rejects_bad_construction(tok_dir: Path) -> None:
     with pytest.raises(ValueError, match="EOS"):
-        StructuredOutputBackend(tok_dir / "tokenizer.json", VOCAB, [])
+        StructuredOutputBackend((tok_dir / "tokenizer.json").read_text(), VOCAB, [])
     with pytest.raises(ValueError, match="vocab size too small"):
-        StructuredOutputBackend(tok_dir / "tokenizer.json", 100, [EOS])
+        StructuredOutputBackend((tok_dir / "tokenizer.json").read_text(), 100, [EOS])
 
 
 def test_device_unpack_matches_cpu_unpack(backend: StructuredOutputBackend) -> None:

@@ -1,4 +1,5 @@
-"""Loads a Hugging Face model directory (safetensors only: no pickle, no remote code) into our model."""
+"""Builds our model from Hugging Face-named weights (a safetensors directory, no pickle or remote code, or a GGUF
+file via `engine.models.checkpoint`): shape checks, Q/K/V and gate/up fusion."""
 
 from __future__ import annotations
 
@@ -52,9 +53,9 @@ def read_tensors(model_dir: Path) -> dict[str, torch.Tensor]:
 class _Weights:
     """Pops named tensors with shape checks, so every error names the tensor and both shapes."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor], model_dir: Path, dtype: torch.dtype, device: torch.device) -> None:
+    def __init__(self, tensors: dict[str, torch.Tensor], source: Path, dtype: torch.dtype, device: torch.device) -> None:
         self.t = tensors
-        self.dir = model_dir
+        self.dir = source
         self.dtype = dtype
         self.device = device
 
@@ -73,10 +74,10 @@ class _Weights:
 
 
 def load_weights(
-    cfg: ModelConfig, model_dir: Path, dtype: torch.dtype, device: torch.device
+    cfg: ModelConfig, tensors: dict[str, torch.Tensor], source: Path, dtype: torch.dtype, device: torch.device
 ) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
-    """Returns (global weights, per-layer weights) with Q/K/V and gate/up fused."""
-    w = _Weights(read_tensors(model_dir), model_dir, dtype, device)
+    """Returns (global weights, per-layer weights) with Q/K/V and gate/up fused; `tensors` is consumed."""
+    w = _Weights(tensors, source, dtype, device)
     h, d, i = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
     q_out, kv_out = cfg.num_heads * d, cfg.num_kv_heads * d
     glob = {
@@ -128,12 +129,13 @@ def load_weights(
     extra = w.leftovers()
     if extra:
         shown = ", ".join(sorted(extra)[:5])
-        raise ModelLoadError(f"{model_dir}: unexpected weights for {cfg.architecture}: {shown}{' ...' if len(extra) > 5 else ''}")
+        raise ModelLoadError(f"{source}: unexpected weights for {cfg.architecture}: {shown}{' ...' if len(extra) > 5 else ''}")
     return glob, layers
 
 
-def load_model(cfg: ModelConfig, model_dir: Path, dtype: torch.dtype, device: torch.device, kernels: Kernels) -> LlamaModel:
-    glob, layers = load_weights(cfg, model_dir, dtype, device)
+def load_model(cfg: ModelConfig, tensors: dict[str, torch.Tensor], source: Path, dtype: torch.dtype,
+               device: torch.device, kernels: Kernels) -> LlamaModel:
+    glob, layers = load_weights(cfg, tensors, source, dtype, device)
     model = LlamaModel(cfg, kernels, glob, layers).eval()
     if layers and "qkv_scale" in layers[0]:  # pre-quantized: wrap the stored int8 weights, no re-quantization
         from engine.quantization import attach_int8_weights  # noqa: PLC0415 - avoids an import cycle

@@ -1,0 +1,67 @@
+"""Opens a GGUF file and turns its key/value metadata into plain Python values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ModelLoadError
+
+GGUF_MAGIC = b"GGUF"
+
+
+def is_gguf(path: Path) -> bool:
+    """A file that starts with the GGUF magic (the suffix alone is not trusted)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == GGUF_MAGIC
+    except OSError:
+        return False
+
+
+@dataclass
+class GGUFFile:
+    path: Path
+    metadata: dict[str, Any]
+    tensors: dict[str, Any]  # name -> gguf.ReaderTensor (memory-mapped data)
+
+    @property
+    def architecture(self) -> str:
+        return str(self.metadata.get("general.architecture", ""))
+
+    def arch_key(self, key: str, default: Any = None) -> Any:
+        """`<architecture>.<key>`, the way llama.cpp namespaces model hyperparameters."""
+        return self.metadata.get(f"{self.architecture}.{key}", default)
+
+    def require(self, key: str) -> Any:
+        full = f"{self.architecture}.{key}"
+        if full not in self.metadata:
+            raise ModelLoadError(f"{self.path}: GGUF metadata lacks {full!r}")
+        return self.metadata[full]
+
+
+def _value(field: Any) -> Any:
+    from gguf import GGUFValueType  # noqa: PLC0415 - optional until a GGUF file is opened
+
+    value = field.contents()
+    if field.types and field.types[0] == GGUFValueType.ARRAY and not isinstance(value, list):
+        value = list(value)
+    return value
+
+
+def read_gguf(path: str | Path) -> GGUFFile:
+    path = Path(path)
+    if not path.is_file():
+        raise ModelLoadError(f"GGUF file {str(path)!r} does not exist")
+    try:
+        import gguf  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise ModelLoadError("reading GGUF files needs the `gguf` package (pip install gguf)") from exc
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as exc:  # the reader raises ValueError/IndexError/struct errors on damaged files
+        raise ModelLoadError(f"{path}: not a readable GGUF file ({type(exc).__name__}: {exc})") from exc
+    metadata = {name: _value(field) for name, field in reader.fields.items() if not name.startswith("GGUF.")}
+    tensors = {t.name: t for t in reader.tensors}
+    return GGUFFile(path=path, metadata=metadata, tensors=tensors)
