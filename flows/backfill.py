@@ -32,7 +32,7 @@ from flows.report import backfill_markdown
 from pipeline.config import EngineOptions, default_model_dir
 from pipeline.ingest import discover_files
 from pipeline.manifest import manifest_paths
-from pipeline.run import model_identity
+from pipeline.models import model_identity, model_template_sha, resolve_model
 from pipeline.work import prompt_version, schema_version
 
 MAX_CONCURRENCY = 4  # thread-pool size; `max_concurrency` is bounded by it
@@ -48,11 +48,12 @@ def date_range(start: dt.date, end: dt.date) -> list[dt.date]:
     return [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
 
 
-def is_complete(output_dir: Path, run_date: dt.date, input_dir: Path, model_id: str) -> bool:
-    """Whether a published run already covers this date's current inputs with this model/prompt/schema."""
+def is_complete(output_dir: Path, run_date: dt.date, input_dir: Path, model_id: str, version: str | None = None) -> bool:
+    """Whether a published run already covers this date's current inputs with this model/prompt/schema
+    (`version`: the model's prompt version, default the completion style's)."""
     files = discover_files(input_dir, (output_dir,))
     n_files, n_bytes = len(files), sum(p.stat().st_size for p in files)
-    want = {"input_dir": str(input_dir.resolve()), "model_id": model_id, "prompt_version": prompt_version(),
+    want = {"input_dir": str(input_dir.resolve()), "model_id": model_id, "prompt_version": version or prompt_version(),
             "schema_version": schema_version(), "limit": None}
     for path in manifest_paths(output_dir):
         if path.parent.name != f"run_date={run_date.isoformat()}":
@@ -69,14 +70,14 @@ def is_complete(output_dir: Path, run_date: dt.date, input_dir: Path, model_id: 
 
 @task(name="plan-dates", cache_policy=NO_CACHE, persist_result=False)
 def plan_dates(input_root: Path, output_dir: Path, dates: list[dt.date], model_id: str,
-               force: bool) -> list[dict[str, Any]]:
+               force: bool, version: str | None = None) -> list[dict[str, Any]]:
     """Per date: `todo`, `complete` (skipped) or `no-input` (skipped)."""
     plan = []
     for day in dates:
         input_dir = input_root / day.isoformat()
         if not input_dir.is_dir():
             status, detail = "no-input", f"{input_dir} not found"
-        elif not force and is_complete(output_dir, day, input_dir, model_id):
+        elif not force and is_complete(output_dir, day, input_dir, model_id, version):
             status, detail = "complete", "already done (--force re-runs it)"
         else:
             status, detail = "todo", ""
@@ -117,10 +118,11 @@ def backfill_flow(input_root: str, start: dt.date, end: dt.date, output_dir: str
         raise ValueError(f"max_concurrency must be between 1 and {MAX_CONCURRENCY}, got {max_concurrency}")
     logger = get_run_logger()
     dates = date_range(start, end)
-    model = Path(model_dir) if model_dir else default_model_dir()
+    model = resolve_model(model_dir) if model_dir else default_model_dir()
     engine = EngineOptions(**(options or {}).get("engine", {}))
     plan = plan_dates(Path(input_root), Path(output_dir), dates,
-                      model_identity(model, engine.quantization, engine.kv_cache_dtype), force)
+                      model_identity(model, engine.quantization, engine.kv_cache_dtype), force,
+                      prompt_version(model_template_sha(model)))
     todo = [p["run_date"] for p in plan if p["status"] == "todo"]
     logger.info("%d dates: %d to run, %d complete, %d without input", len(dates), len(todo),
                 sum(p["status"] == "complete" for p in plan), sum(p["status"] == "no-input" for p in plan))

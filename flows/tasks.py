@@ -7,7 +7,7 @@
     infer-<bucket id>  infer, one bucket per run   2 (+ engine)   none: pipeline staging resumes per bucket
     write-partition    write_run                   3              none (commit + idempotent publish)
 
-The model is loaded once per process: `pipeline.run.load_llm` memoises one engine per (model dir,
+The model is loaded once per process: `pipeline.models.load_llm` memoises one engine per (model dir,
 engine options), the one process-global. Under `flow.serve` or a worker every flow run is its own
 process, so a nightly run (or a whole backfill) loads the model once, not once per task.
 
@@ -29,7 +29,8 @@ from prefect.utilities.annotations import quote
 from flows.caching import ingest_cache_key
 from pipeline.bucketing import Bucket, PreparedRequests
 from pipeline.ingest import IngestResult, ingest
-from pipeline.run import BucketResult, Stages, infer, load_llm, prepare_requests, write_run
+from pipeline.models import load_llm
+from pipeline.run import BucketResult, Stages, infer, prepare_requests, write_run
 from pipeline.sink import Staging
 
 ENGINE_ERROR_CLASS = "EngineError"  # error_class `pipeline.run.infer` gives items lost to an engine exception

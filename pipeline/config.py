@@ -68,6 +68,16 @@ class RunConfig(BaseModel):
     progress: bool = True
     engine: EngineOptions = Field(default_factory=EngineOptions)
 
+    @field_validator("model_dir", mode="before")
+    @classmethod
+    def _registered_name(cls, v: Any) -> Any:
+        """A registry name (`smollm2-135m-instruct`) resolves to its installed file; paths stay as given."""
+        from pipeline.models import REGISTRY, resolve_model  # noqa: PLC0415
+
+        if isinstance(v, str) and v in REGISTRY and not Path(v).exists():
+            return resolve_model(v)
+        return v
+
     @field_validator("input_dir")
     @classmethod
     def _input_exists(cls, v: Path) -> Path:

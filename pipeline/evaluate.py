@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from pipeline.config import add_kv_cache_dtype_arg
+from pipeline.prompts import chat_template_sha, prompt_version
 from pipeline.validate import decoding_schema
 from schemas import AccountWindowSummary, DocumentExtraction
 
@@ -33,14 +35,20 @@ MAX_ANSWER_TOKENS = 256
 
 @dataclass
 class EvalItem:
-    """One scored request: its prompt, gold fields and the output model it must validate as."""
+    """One scored request: what its prompt states, gold fields and the output model it must validate as. The
+    prompt itself is rendered per model (`pipeline.prompts.encode_prompt`: chat template or completion style)."""
 
     id: str
     kind: str  # "document" | "window"
-    prompt: str
     gold: dict[str, Any]
     model: type[BaseModel]
     document_text: str | None = None  # documents: the text in the prompt (grounding scans it)
+    facts: dict[str, Any] | None = None  # windows: the facts the prompt states
+
+    def prompt_ids(self, tokenizer: Any) -> list[int]:
+        from pipeline.prompts import encode_prompt
+
+        return encode_prompt(tokenizer, self.kind, text=self.document_text or "", facts=self.facts)
 
 
 @dataclass
@@ -102,7 +110,6 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
     from pypdf import PdfReader
 
     from pipeline.pdf_text import document_text, page_texts
-    from pipeline.prompts import render_document_prompt, render_window_prompt
     from pipeline.windows import window_facts
 
     docs_meta = [json.loads(line) for line in (eval_dir / "documents.jsonl").open(encoding="utf-8")]
@@ -111,7 +118,7 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
     items = []
     for d in docs_meta:
         text = document_text(page_texts(PdfReader(eval_dir / d["file"])))
-        items.append(EvalItem(d["id"], "document", render_document_prompt(text), d["gold"], DocumentExtraction, text))
+        items.append(EvalItem(d["id"], "document", d["gold"], DocumentExtraction, document_text=text))
 
     import pyarrow.parquet as pq
 
@@ -121,7 +128,7 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
         key = (w["facts"]["account"], w["facts"]["period_start"])
         if facts.get(key) != w["facts"]:
             raise ValueError(f"window facts for {w['id']} no longer match the gold set; regenerate data/eval")
-        items.append(EvalItem(w["id"], "window", render_window_prompt(facts[key]), w["gold"], AccountWindowSummary))
+        items.append(EvalItem(w["id"], "window", w["gold"], AccountWindowSummary, facts=facts[key]))
     return items, skipped
 
 
@@ -136,14 +143,24 @@ def _generate_engine(model_dir: Path, token_ids: list[list[int]], schemas: list[
 
 
 def _generate_hf(model_dir: Path, token_ids: list[list[int]], progress: bool) -> tuple[list[str], dict[str, Any]]:
-    """Unconstrained greedy decoding with transformers (reference path; schema validity is then earned)."""
+    """Unconstrained greedy decoding with transformers (reference path; schema validity is then earned). A GGUF
+    file is first exported to a Hugging Face directory (the engine's own dequantization), which transformers
+    then loads like any checkpoint."""
+    import tempfile
+
     import torch
-    from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
 
-    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    from engine import export_hf_checkpoint, load_tokenizer
+
+    tmp = None
+    if model_dir.is_file():
+        tmp = tempfile.TemporaryDirectory(prefix="eval-hf-")
+        model_dir = export_hf_checkpoint(model_dir, Path(tmp.name) / "model")
+    tok = load_tokenizer(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     eos = model.config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
     texts = []
     with torch.no_grad():
         for i, ids in enumerate(token_ids):
@@ -153,6 +170,8 @@ def _generate_hf(model_dir: Path, token_ids: list[list[int]], progress: bool) ->
             texts.append(tok.decode(gen[:gen.index(eos)] if eos in gen else gen))
             if progress and (i + 1) % 25 == 0:
                 print(f"  {i + 1}/{len(token_ids)}", flush=True)
+    if tmp is not None:
+        tmp.cleanup()
     return texts, {"engine": {"backend": "transformers", "dtype": "float32"}}
 
 
@@ -182,17 +201,19 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     `compare_to` names an earlier JSON report (say, the default precision) to diff this run's outputs against.
     `grounding` (engine backend) narrows document dates, amounts and accounts to the values each document
     prints, as `pipeline run` does; off, the model alone is measured under the plain schema."""
-    from tokenizers import Tokenizer
+    from engine import load_tokenizer
 
-    model_dir = Path(model_dir) if model_dir else DEFAULT_MODEL_DIR
+    from pipeline.models import resolve_model
+
+    model_dir = resolve_model(model_dir) if model_dir else DEFAULT_MODEL_DIR
     eval_dir = Path(eval_dir) if eval_dir else DEFAULT_EVAL_DIR
-    if not (model_dir / "tokenizer.json").is_file():
-        raise FileNotFoundError(f"{model_dir} has no tokenizer.json; pass --model DIR")
+    if model_dir.is_dir() and not (model_dir / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"{model_dir} has no tokenizer.json; pass --model DIR|FILE.gguf|NAME")
     if backend == "hf" and (quantization or kv_cache_dtype != "auto"):
         raise ValueError("quantization and kv_cache_dtype are only available with the engine backend")
     items, skipped = load_items(eval_dir, limit)
-    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    token_ids = [tok.encode(it.prompt).ids for it in items]
+    tok = load_tokenizer(model_dir)
+    token_ids = [it.prompt_ids(tok) for it in items]
     schemas = [decoding_schema(it.kind, it.document_text if grounding else None) for it in items]
     start = time.perf_counter()
     if backend == "engine":
@@ -206,7 +227,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     for item, text in zip(items, texts):
         scores.add(item, text)
     report = {
-        "model_dir": str(model_dir), "quantization": quantization, "kv_cache_dtype": kv_cache_dtype, "backend": backend,
+        "model_dir": str(model_dir), "prompt_version": prompt_version(chat_template_sha(tok)), "quantization": quantization, "kv_cache_dtype": kv_cache_dtype, "backend": backend,
         "grounding": grounding and backend == "engine", "eval_dir": str(eval_dir),
         "n_documents": scores.count["document"], "n_windows": scores.count["window"],
         "skipped_needs_ocr": skipped, "generation_seconds": round(elapsed, 2), **scores.report(), **extra,
@@ -250,9 +271,13 @@ def render_report(report: dict[str, Any]) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
-                      progress=not args.no_progress, compare_to=args.compare_to, grounding=not args.no_grounding,
-                      kv_cache_dtype=args.kv_cache_dtype)
+    try:
+        report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
+                          progress=not args.no_progress, compare_to=args.compare_to, grounding=not args.no_grounding,
+                          kv_cache_dtype=args.kv_cache_dtype)
+    except FileNotFoundError as exc:
+        print(f"pipeline eval: {exc}", file=sys.stderr)
+        return 2
     render_report(report)
     return 0
 
@@ -261,7 +286,8 @@ def register(subparsers: Any) -> None:
     """Add the `eval` subcommand to the pipeline CLI."""
     p = subparsers.add_parser("eval", help="measure extraction quality on the held-out gold set",
                               description=__doc__.splitlines()[0])
-    p.add_argument("--model", default=None, help="model directory (default: the shipped demo model)")
+    p.add_argument("--model", default=None, help="model directory, .gguf file or registered model name "
+                                                "(default: the shipped demo model)")
     p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
     add_kv_cache_dtype_arg(p, default="auto")
     p.add_argument("--json", default=None, help="also write the JSON report here")

@@ -1,13 +1,20 @@
-"""Versioned prompts for the extraction model.
+"""Versioned prompts for the extraction model, in two styles.
 
-Layout: shared instruction and compact schema first (identical across requests, so the
-engine's prefix cache reuses it), the variable document or window facts last, then a
-fixed answer marker after which the model emits compact JSON and EOS.
+Completion style (models without a chat template, like the shipped demo model): shared instruction first
+(identical across requests, so the engine's prefix cache reuses it), the variable document or window facts
+last, then a fixed answer marker after which the model emits compact JSON and EOS.
+
+Chat style (models whose tokenizer has a chat template, e.g. SmolLM2-Instruct): a system turn with the task,
+a user turn with the JSON schema and then the document or facts, rendered by the model's own template with the
+generation prompt. The version then names the template's hash: a new template is a new prompt.
 """
 
+import json
 from collections.abc import Mapping
+from typing import Any, Protocol
 
 PROMPT_VERSION = "doc-v1/win-v1"
+CHAT_PROMPT_VERSION = "chat-doc-v1/chat-win-v1"
 ANSWER_MARKER = "### JSON:\n"
 
 DOCUMENT_INSTRUCTION = (
@@ -51,3 +58,63 @@ def render_window_prompt(facts: Mapping[str, object]) -> str:
         raise KeyError(f"window facts lack {missing}")
     body = "\n".join(f"{label}: {facts[key]}" for key, label in WINDOW_FACT_LABELS)
     return f"{WINDOW_INSTRUCTION}{body}\n{ANSWER_MARKER}"
+
+
+# ------------------------------------------------------------------ chat style
+
+CHAT_SYSTEM = ("You extract structured data from financial documents and answer with one JSON object only. "
+               "Copy names, numbers and codes exactly as the document prints them; use null for anything it "
+               "does not state.")
+CHAT_DOCUMENT_TASK = ("Extract these fields as JSON: doc_type, issuer (who issued the document), counterparty "
+                      "(the customer or recipient), reference (invoice or document number), date (YYYY-MM-DD), "
+                      "currency (ISO 4217 code), amount (the total, like 1234.50), account (IBAN or account "
+                      "number, no spaces).")
+CHAT_WINDOW_TASK = ("Summarise this account window as JSON. net >= 0: net_inflow, else net_outflow; one flag per "
+                    "count above 0; risk low, medium, high for 0, 1, 2+ flags.")
+
+
+class ChatTokenizer(Protocol):
+    chat_template: Any
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def encode_chat(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]: ...
+
+
+def chat_template_sha(tokenizer: object) -> str | None:
+    template = getattr(tokenizer, "chat_template", None)
+    return None if template is None else str(template.sha256)
+
+
+def prompt_version(template_sha: str | None = None) -> str:
+    """Part of every row id: the prompt text version, plus the chat template's hash in chat style."""
+    return PROMPT_VERSION if template_sha is None else f"{CHAT_PROMPT_VERSION}@{template_sha[:12]}"
+
+
+def _schema_text(kind: str) -> str:
+    from pipeline.validate import output_model  # noqa: PLC0415
+    from schemas.json_schema import constrained_json_schema  # noqa: PLC0415
+
+    schema = constrained_json_schema(output_model(kind))
+    schema.pop("x-guidance", None)
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+def document_messages(document_text: str) -> list[dict[str, str]]:
+    user = f"{CHAT_DOCUMENT_TASK}\nJSON schema: {_schema_text('document')}\n\nDocument:\n{document_text.strip()}"
+    return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}]
+
+
+def window_messages(facts: Mapping[str, object]) -> list[dict[str, str]]:
+    body = render_window_prompt(facts)[len(WINDOW_INSTRUCTION):-len(ANSWER_MARKER)].strip()
+    user = f"{CHAT_WINDOW_TASK}\nJSON schema: {_schema_text('window')}\n\nWindow:\n{body}"
+    return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}]
+
+
+def encode_prompt(tokenizer: Any, kind: str, *, text: str = "", facts: Mapping[str, object] | None = None) -> list[int]:
+    """Prompt token ids in the style the tokenizer calls for (chat template if it has one)."""
+    if getattr(tokenizer, "chat_template", None) is not None:
+        messages = document_messages(text) if kind == "document" else window_messages(facts or {})
+        return tokenizer.encode_chat(messages, add_generation_prompt=True)
+    prompt = render_document_prompt(text) if kind == "document" else render_window_prompt(facts or {})
+    return tokenizer.encode(prompt)

@@ -2,17 +2,15 @@
 
     ingest(input_dir, *, limit=None, default_currency=None, exclude=(), progress=False) -> IngestResult
         PDFs and transaction logs -> Arrow tables: documents, transactions, errors, files.
-    plan_units(ingest_result, model_id) -> tuple[list[WorkUnit], list[ErrorRecord]]
+    plan_units(ingest_result, model_id, version) -> tuple[list[WorkUnit], list[ErrorRecord]]
         One unit per document, one per (account, month) window; deterministic row_ids.
     prepare_requests(units, tokenizer, max_model_len, max_tokens, bucket_size, bucket_tokens) -> PreparedRequests
         Exact token ids from the model's tokenizer, long-document policy, length buckets.
     infer(llm, buckets, *, max_tokens=None, progress=None) -> Iterator[BucketResult]
         Streams each bucket through the engine (JSON-schema constrained) and validates every
         completion; yields one BucketResult (rows + error rows) per finished bucket.
-    load_llm(model_dir, **engine_kwargs) -> engine.LLM
-        Cached: a process loads a given model/config once.
-    model_identity(model_dir, quantization=None, kv_cache_dtype="auto") -> str
-        Name plus a hash of config, tokenizer and weights (part of every row_id).
+    load_llm, model_identity (from pipeline.models)
+        The engine, loaded once per process and config; name plus a hash of config, tokenizer and weights.
     write_run(staging, manifest) -> dict
         Commit the staged run and publish it into its run_date partition (idempotent, retry-safe).
     run_pipeline(config: RunConfig, llm=None, stages=Stages()) -> RunSummary
@@ -25,12 +23,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +39,8 @@ from pipeline.errors import ErrorRecord, Stage, Unit, errors_from_table
 from pipeline.ids import stable_id
 from pipeline.ingest import IngestResult, ingest
 from pipeline.manifest import Reconciliation, RunManifest
+from pipeline.models import load_llm, model_identity, model_template_sha
+from pipeline.prompts import chat_template_sha
 from pipeline.sink import COMMIT, Staging, drop_stale, output_lock, publish_committed, published_ids, roll_forward
 from pipeline.validate import decoding_schema, validate_completion
 from pipeline.work import WorkUnit, document_units, prompt_version, schema_version, window_units
@@ -50,58 +48,16 @@ from pipeline.work import WorkUnit, document_units, prompt_version, schema_versi
 __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm", "model_identity", "plan_units",
            "prepare_requests", "run_pipeline", "write_run"]
 
-_MODEL_FILES = ("config.json", "tokenizer.json", "generation_config.json", "tokenizer_config.json")
-
-
-# ------------------------------------------------------------------ model
-
-@lru_cache(maxsize=8)
-def _identity(model_dir: str, stamp: tuple[tuple[str, int, int], ...], quantization: str | None,
-              kv_cache_dtype: str) -> str:
-    h = hashlib.sha256()
-    root = Path(model_dir)
-    for name, _, _ in stamp:
-        h.update(name.encode())
-        with open(root / name, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 22), b""):
-                h.update(chunk)
-    suffix = (f"+{quantization}" if quantization else "") + (f"+kv-{kv_cache_dtype}" if kv_cache_dtype != "auto" else "")
-    return f"{root.name}@{h.hexdigest()[:12]}{suffix}"
-
-
-def model_identity(model_dir: str | Path, quantization: str | None = None, kv_cache_dtype: str = "auto") -> str:
-    """`<dir name>@<hash of config, tokenizer and weights>[+int8][+kv-int8]`: identical files and the same
-    output-changing engine options, identical id."""
-    root = Path(model_dir).resolve()
-    if not (root / "config.json").is_file():
-        raise FileNotFoundError(f"model directory not found or has no config.json: {root}")
-    names = [n for n in _MODEL_FILES if (root / n).is_file()]
-    names += sorted(p.name for p in root.glob("*.safetensors"))
-    stamp = tuple((n, (root / n).stat().st_size, (root / n).stat().st_mtime_ns) for n in names)
-    return _identity(str(root), stamp, quantization, kv_cache_dtype)
-
-
-@lru_cache(maxsize=2)
-def _load_llm_cached(model_dir: str, frozen: tuple[tuple[str, Any], ...]) -> Any:
-    from engine import LLM
-
-    return LLM(model_dir, **dict(frozen))
-
-
-def load_llm(model_dir: str | Path, **engine_kwargs: Any) -> Any:
-    """Load (once per process for a given model dir and engine config) an `engine.LLM`."""
-    return _load_llm_cached(str(Path(model_dir).resolve()), tuple(sorted(engine_kwargs.items())))
-
-
 # ------------------------------------------------------------------ units
 
-def plan_units(result: IngestResult, model_id: str) -> tuple[list[WorkUnit], list[ErrorRecord]]:
-    """Documents and account windows as work units. A failure of the window aggregation becomes
-    error rows (one per source file, accounting for its rows), never a crash."""
-    units = document_units(result.documents, model_id)
+def plan_units(result: IngestResult, model_id: str, version: str | None = None
+               ) -> tuple[list[WorkUnit], list[ErrorRecord]]:
+    """Documents and account windows as work units (`version`: the prompt version their row ids carry). A failure
+    of the window aggregation becomes error rows (one per source file, accounting for its rows), never a crash."""
+    units = document_units(result.documents, model_id, version)
     errors: list[ErrorRecord] = []
     try:
-        units += window_units(result.transactions, result.file_sha(), model_id)
+        units += window_units(result.transactions, result.file_sha(), model_id, version)
     except Exception as exc:
         counts = Counter(result.transactions.column("source_file").to_pylist())
         for f, n in sorted(counts.items()):
@@ -245,9 +201,10 @@ class _Progress:
             self.bar.close()
 
 
-def _run_key(cfg: RunConfig, model_id: str, result: IngestResult, todo: list[str], max_model_len: int | None) -> str:
+def _run_key(cfg: RunConfig, model_id: str, version: str, result: IngestResult, todo: list[str],
+             max_model_len: int | None) -> str:
     files = sorted(zip(result.files.column("source_file").to_pylist(), result.files.column("sha256").to_pylist()))
-    return stable_id("run", cfg.run_date.isoformat(), model_id, prompt_version(), schema_version(),
+    return stable_id("run", cfg.run_date.isoformat(), model_id, version, schema_version(),
                      cfg.max_tokens_document, cfg.max_tokens_window, cfg.bucket_size, cfg.bucket_tokens,
                      max_model_len, cfg.force, cfg.limit, files, sorted(todo), length=16)
 
@@ -262,14 +219,16 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
     t = time.perf_counter()
     output_dir = cfg.output_dir.resolve()
     model_id = model_identity(cfg.model_dir, cfg.engine.quantization, cfg.engine.kv_cache_dtype)
-    run_fields = {"model_id": model_id, "prompt_version": prompt_version(), "schema_version": schema_version()}
+    # Chat-style prompts name the template's hash; it comes from the engine's tokenizer when one is passed in.
+    version = prompt_version(chat_template_sha(llm.tokenizer) if llm is not None else model_template_sha(cfg.model_dir))
+    run_fields = {"model_id": model_id, "prompt_version": version, "schema_version": schema_version()}
     with output_lock(output_dir):
         recovered = roll_forward(output_dir)
         result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
                                exclude=(output_dir,), progress=cfg.progress)
         timings["ingest"] = time.perf_counter() - t
         t = time.perf_counter()
-        units, plan_errors = plan_units(result, model_id)
+        units, plan_errors = plan_units(result, model_id, version)
         tx_table = transaction_rows(result.transactions, result.file_sha(), schema_version())
         done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions"))
         todo = [u for u in units if u.row_id not in done]
@@ -287,7 +246,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
             timings["load_model"] = time.perf_counter() - t
         if llm is not None:
             max_model_len = llm.max_model_len
-        run_key = _run_key(cfg, model_id, result, [u.row_id for u in todo], max_model_len)
+        run_key = _run_key(cfg, model_id, version, result, [u.row_id for u in todo], max_model_len)
         drop_stale(output_dir, keep=run_key)
         staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
         if not staging.is_done("ingest"):
@@ -318,7 +277,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
         timings["infer"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        manifest = _manifest(cfg, started, run_key, model_id, result, units, skipped, tx_table, tx_new, staging,
+        manifest = _manifest(cfg, started, run_key, model_id, version, result, units, skipped, tx_table, tx_new, staging,
                              llm, tokens, timings, recovered, resumed)
         published = stages.write(staging, manifest)
     return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
@@ -330,7 +289,7 @@ def _rows_table(res: BucketResult) -> pa.Table:
     return pa.Table.from_pylist(res.rows, schema=dataset_schema(KIND_DATASET[res.kind]))
 
 
-def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str, result: IngestResult,
+def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str, version: str, result: IngestResult,
               units: list[WorkUnit], skipped: Counter, tx_table: pa.Table, tx_new: pa.Table, staging: Staging,
               llm: Any, tokens: Counter, timings: dict[str, float], recovered: list[str], resumed: int) -> dict[str, Any]:
     import pyarrow.parquet as pq
@@ -373,7 +332,8 @@ def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str,
     m = RunManifest(
         run_key=run_key, run_date=cfg.run_date.isoformat(), started_at=started.isoformat(),
         finished_at=finished.isoformat(), input_dir=str(cfg.input_dir.resolve()), output_dir=str(cfg.output_dir.resolve()),
-        model_dir=str(cfg.model_dir), model_id=model_id, prompt_version=prompt_version(), schema_version=schema_version(),
+        model_dir=str(cfg.model_dir), model_id=model_id, prompt_version=version,
+        schema_version=schema_version(),
         force=cfg.force, limit=cfg.limit, config=cfg.model_dump(mode="json"),
         engine_config=llm.config_summary() if llm is not None else {},
         engine_stats=llm.stats() if llm is not None else {},

@@ -24,10 +24,10 @@ DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "en
                            "creator", "producer", "creation_date")
 
 
-def prompt_version() -> str:
-    from pipeline.prompts import PROMPT_VERSION
+def prompt_version(template_sha: str | None = None) -> str:
+    from pipeline.prompts import prompt_version as version
 
-    return PROMPT_VERSION
+    return version(template_sha)
 
 
 def schema_version() -> str:
@@ -52,25 +52,26 @@ class WorkUnit:
     def source_file(self) -> str:
         return "; ".join(self.source_files)
 
-    def render(self, text: str | None = None) -> str:
-        """The full prompt; `text` overrides the document text (truncation)."""
-        from pipeline import prompts
+    def prompt_ids(self, tokenizer: Any, text: str | None = None) -> list[int]:
+        """The full prompt's token ids; `text` overrides the document text (truncation)."""
+        from pipeline.prompts import encode_prompt
 
         if self.kind == "document":
-            return prompts.render_document_prompt(self.text if text is None else text)
-        return prompts.render_window_prompt(self.facts)
+            return encode_prompt(tokenizer, "document", text=self.text if text is None else text)
+        return encode_prompt(tokenizer, "window", facts=self.facts)
 
 
-def document_row_id(doc_id: str, model_id: str) -> str:
-    return stable_id("document", doc_id, prompt_version(), schema_version(), model_id)
+def document_row_id(doc_id: str, model_id: str, version: str | None = None) -> str:
+    return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id)
 
 
-def document_units(documents: pa.Table, model_id: str) -> list[WorkUnit]:
-    """One unit per ingested PDF document (documents are already unique by content hash)."""
+def document_units(documents: pa.Table, model_id: str, version: str | None = None) -> list[WorkUnit]:
+    """One unit per ingested PDF document (documents are already unique by content hash). `version`: the
+    prompt version (`prompt_version(template_sha)`), default the completion style's."""
     units = []
     for row in documents.to_pylist():
         units.append(WorkUnit(
-            row_id=document_row_id(row["doc_id"], model_id), kind="document", source_files=[row["source_file"]],
+            row_id=document_row_id(row["doc_id"], model_id, version), kind="document", source_files=[row["source_file"]],
             text=row["text"], context={k: row.get(k) for k in DOCUMENT_CONTEXT_FIELDS}))
     return units
 
@@ -91,7 +92,8 @@ def _membership(transactions: pa.Table, file_sha: dict[str, str]) -> pl.DataFram
     )
 
 
-def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str) -> list[WorkUnit]:
+def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str,
+                 version: str | None = None) -> list[WorkUnit]:
     """One unit per (account, month) window with the polars-computed facts the prompt states."""
     if transactions.num_rows == 0:
         return []
@@ -105,7 +107,8 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str
         if m is None:
             raise RuntimeError(f"window_facts returned a window with no transactions: {key}")
         fingerprint = stable_id("txset", m["tx_ids"])
-        row_id = stable_id("window", key[0], key[1], fingerprint, prompt_version(), schema_version(), model_id)
+        row_id = stable_id("window", key[0], key[1], fingerprint, version or prompt_version(), schema_version(),
+                           model_id)
         units.append(WorkUnit(row_id=row_id, kind="window", source_files=list(m["source_files"]), facts=dict(facts),
                               context={"tx_fingerprint": fingerprint}, n_rows=int(m["n_rows"])))
     return units

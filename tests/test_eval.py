@@ -15,7 +15,7 @@ GOLD = {"doc_type": "invoice", "issuer": "A", "counterparty": None, "reference":
 
 
 def _item() -> EvalItem:
-    return EvalItem("d1", "document", "prompt", GOLD, DocumentExtraction)
+    return EvalItem("d1", "document", GOLD, DocumentExtraction)
 
 
 def test_scores_count_fields_and_validity():

@@ -69,6 +69,7 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     import engine
 
     monkeypatch.setattr(engine, "LLM", CountingLLM)
+    monkeypatch.setattr(engine, "load_tokenizer", lambda _model: FakeLLM().tokenizer)  # no chat template
     monkeypatch.setattr(CountingLLM, "loads", [])
     model = tmp_path / "fake-model"
     model.mkdir()

@@ -120,7 +120,7 @@ def test_model_or_prompt_identity_is_part_of_row_ids(inputs: Path, fake_model: P
 def test_output_changing_engine_options_are_part_of_the_model_identity(fake_model: Path) -> None:
     from pipeline.cli import build_parser
     from pipeline.config import EngineOptions
-    from pipeline.run import model_identity
+    from pipeline.models import model_identity
 
     base = model_identity(fake_model)
     ids = {base, model_identity(fake_model, "int8"), model_identity(fake_model, None, "int8"),

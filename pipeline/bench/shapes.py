@@ -202,12 +202,41 @@ def build_checkpoint(shape: ModelShape, cache_dir: Path | None = None, seed: int
     return final
 
 
+def exported_checkpoint(gguf: Path, cache_dir: Path | None, dtype: str) -> Path:
+    """A GGUF file as a Hugging Face directory in `dtype` (exported once, cached by the file's name, size and
+    mtime), so the HF baselines and the engine run the very same dequantized weights."""
+    from engine import export_hf_checkpoint
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    st = gguf.stat()
+    final = root / f"{gguf.stem}-{st.st_size}-{st.st_mtime_ns}-{dtype}-export"
+    if (final / ".complete").exists():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{gguf.stem}-", dir=root))
+    try:
+        export_hf_checkpoint(gguf, tmp / "m", dtype=dtype)
+        (tmp / "m" / ".complete").write_text("ok\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp / "m", final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
 def resolve_model(model: str, cache_dir: Path | None, seed: int, dtype: str) -> tuple[Path, ModelShape, bool]:
-    """Map --model to (checkpoint dir, shape, is_random_weights)."""
+    """Map --model to (checkpoint dir, shape, is_random_weights): a shape name, a HF directory, a .gguf file or a
+    registered model name (`pipeline models list`)."""
     if model in SHAPES:
         shape = SHAPES[model]
         return build_checkpoint(shape, cache_dir, seed, dtype), shape, True
-    path = Path(model).expanduser()
-    if not path.is_dir():
-        raise FileNotFoundError(f"--model {model!r} is neither a known shape ({', '.join(SHAPES)}) nor a directory")
+    from pipeline.models import resolve_model as resolve_real  # noqa: PLC0415
+
+    try:
+        path = resolve_real(model)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"--model {model!r}: not a known shape ({', '.join(SHAPES)}); {exc}") from exc
+    if path.is_file():
+        path = exported_checkpoint(path, cache_dir, dtype)
     return path.resolve(), shape_from_checkpoint(path), False

