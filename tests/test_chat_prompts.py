@@ -105,6 +105,9 @@ def test_pipeline_run_on_a_gguf_chat_model_reconciles_and_resumes(chat_gguf, tmp
     again = run_pipeline(cfg).manifest
     second = again["reconciliation"]
     assert (again["model_id"], again["prompt_version"]) == (first["model_id"], first["prompt_version"])
-    # Rows already published are skipped (same row ids); error rows are retried.
+    # Rows already published are skipped (same row ids); error rows are retried. (A random tiny model cannot
+    # close the JSON in 24 tokens, so its documents and windows are error rows and only transactions skip.)
     assert second["balanced"] and second["documents_skipped"] == rec["documents_output"]
     assert second["windows_skipped"] == rec["windows_output"]
+    assert rec["transaction_rows_output"] > 0 and second["transaction_rows_skipped"] == rec["transaction_rows_output"]
+    assert second["documents_errors"] == rec["documents_errors"] and second["windows_errors"] == rec["windows_errors"]
