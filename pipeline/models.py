@@ -71,11 +71,15 @@ def resolve_model(spec: str | Path) -> Path:
     return found
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
+def _hash_file(h: Any, path: Path) -> None:
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    _hash_file(h, path)
     return h.hexdigest()
 
 
@@ -125,9 +129,7 @@ def _identity(model: str, stamp: tuple[tuple[str, int, int], ...], quantization:
     root = path.parent if path.is_file() else path
     for name, _, _ in stamp:
         h.update(name.encode())
-        with open(root / name, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 22), b""):
-                h.update(chunk)
+        _hash_file(h, root / name)
     suffix = (f"+{quantization}" if quantization else "") + (f"+kv-{kv_cache_dtype}" if kv_cache_dtype != "auto" else "")
     name = path.stem if path.is_file() else path.name
     return f"{name}@{h.hexdigest()[:12]}{suffix}"

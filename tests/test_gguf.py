@@ -140,3 +140,23 @@ def test_a_file_that_is_not_gguf(tmp_path):
         LLM(str(truncated))
     with pytest.raises(ModelLoadError, match="does not exist"):
         LLM(str(tmp_path / "missing.gguf"))
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_export_writes_a_directory_transformers_loads_to_the_same_model(hf_dirs, gguf_root, tmp_path, arch):
+    import transformers
+
+    from engine import export_hf_checkpoint
+
+    path = _gguf(hf_dirs, gguf_root, arch, "Q4_K")
+    out = export_hf_checkpoint(path, tmp_path / "hf")
+    exported = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    reference = _hf_model(path).state_dict()
+    for name, w in exported.state_dict().items():
+        assert torch.equal(w, reference[name]), name
+    prompts = _prompts()
+    ours = LLM(str(path), dtype="float32").generate(prompts, SamplingParams(max_tokens=12), progress=False)
+    again = LLM(str(out), dtype="float32").generate(prompts, SamplingParams(max_tokens=12), progress=False)
+    assert [o.token_ids for o in ours] == [o.token_ids for o in again]
+    with pytest.raises(FileExistsError):
+        export_hf_checkpoint(path, out)

@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -239,4 +239,4 @@ def resolve_model(model: str, cache_dir: Path | None, seed: int, dtype: str) -> 
         raise FileNotFoundError(f"--model {model!r}: not a known shape ({', '.join(SHAPES)}); {exc}") from exc
     if path.is_file():
         path = exported_checkpoint(path, cache_dir, dtype)
-    return path.resolve(), shape_from_checkpoint(path), False
+    return path.resolve(), replace(shape_from_checkpoint(path), name=Path(model).name), False
