@@ -160,3 +160,16 @@ def test_export_writes_a_directory_transformers_loads_to_the_same_model(hf_dirs,
     assert [o.token_ids for o in ours] == [o.token_ids for o in again]
     with pytest.raises(FileExistsError):
         export_hf_checkpoint(path, out)
+
+
+def test_mistral_checkpoint_converted_as_llama_matches(tmp_path):
+    """llama.cpp writes Mistral 7B-style models with the "llama" architecture (one KV head here)."""
+    src = make_checkpoint(tmp_path / "mistral", "mistral", **SHAPE)
+    path = write_gguf(src, tmp_path / "mistral-Q8_0.gguf", "Q8_0")
+    prompts = _prompts()
+    outs = LLM(str(path), dtype="float32").generate(prompts, SamplingParams(max_tokens=12), progress=False)
+    hf = _hf_model(path)
+    with torch.inference_mode():
+        refs = [hf.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False, pad_token_id=1)[0, len(p):].tolist()
+                for p in prompts]
+    assert [o.token_ids for o in outs] == refs

@@ -8,11 +8,10 @@ from engine.errors import ModelLoadError
 from engine.models.config import ModelConfig
 from engine.models.gguf.reader import GGUFFile
 
-# llama.cpp architecture name -> (our Hugging Face architecture, family). llama.cpp writes Mistral 7B-style
-# models (and Llama 2/3, SmolLM) as "llama".
+# llama.cpp architecture name -> (our Hugging Face architecture, family). llama.cpp's converter writes Mistral
+# 7B-style models (and Llama 2/3, SmolLM) as "llama", Q/K rows permuted like Llama's.
 GGUF_ARCHITECTURES = {
     "llama": ("LlamaForCausalLM", "llama"),
-    "mistral": ("MistralForCausalLM", "mistral"),
     "qwen2": ("Qwen2ForCausalLM", "qwen2"),
 }
 

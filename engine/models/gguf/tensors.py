@@ -78,7 +78,7 @@ def gguf_tensors(f: GGUFFile, cfg: ModelConfig,
     quantized as each is dequantized, so the float copy of the whole model never exists (`<name>_scale` holds the
     scales, the layout of a `pipeline quantize` checkpoint)."""
     out: dict[str, torch.Tensor] = {}
-    permute = cfg.family in ("llama", "mistral")
+    permute = cfg.family == "llama"
     for name, t in f.tensors.items():
         kind = t.tensor_type.name
         target = hf_name(name)
