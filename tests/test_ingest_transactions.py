@@ -111,6 +111,37 @@ def test_jsonl_bad_line_is_an_error_with_its_line() -> None:
     assert tf.rows[0]["amount"] == Decimal("-12.5000") and tf.rows[0]["currency"] == "USD"
 
 
+def test_jsonl_string_with_unicode_line_separators_stays_one_record() -> None:
+    """JSON Lines records end at CR/LF only: U+2028, U+2029 and U+0085 are legal raw characters inside
+    a JSON string (str.splitlines would cut the record there and shift every later source_row)."""
+    memo = "rent\u2028march\u2029paid\u0085in full"
+    text = ('{"date":"2024-02-03","amount":-12.5,"currency":"EUR","payee":"' + memo + '"}\r\n'
+            '{"date":"2024-02-04","amount":"100.00","currency":"EUR","payee":"Salary"}\n')
+    tf = _read(text, "card.jsonl")
+    assert not tf.errors
+    assert [r["source_row"] for r in tf.rows] == [1, 2]
+    assert tf.rows[0]["counterparty"] == memo
+
+
+def test_csv_field_with_unicode_line_separator_keeps_rows_and_numbers() -> None:
+    text = ("Exported by\u2028Example Bank\n"  # a preamble line: source_row counts physical lines
+            "Date,Amount,Currency,Description\n"
+            '2024-01-01,5.00,EUR,"rent\u2028march"\n'
+            "2024-01-02,6.00,EUR,plain\n")
+    tf = _read(text, "bank.csv")
+    assert not tf.errors
+    assert [r["source_row"] for r in tf.rows] == [3, 4]
+    assert tf.rows[0]["description"] == "rent\u2028march"
+
+
+def test_jsonl_with_cr_only_line_endings_is_read_row_by_row() -> None:
+    text = ('{"date":"2024-02-03","amount":-1,"currency":"EUR"}\r{bad\r'
+            '{"date":"2024-02-04","amount":2,"currency":"EUR"}\r')
+    tf = _read(text, "old-mac.jsonl")
+    assert [r["source_row"] for r in tf.rows] == [1, 3]
+    assert [e.source_row for e in tf.errors] == [2]
+
+
 def test_parquet_with_typed_columns() -> None:
     table = pa.table({"Buchungsdatum": pa.array([datetime(2024, 1, 2)], pa.timestamp("us")),
                       "Betrag": pa.array([Decimal("-7.25")], pa.decimal128(10, 2)),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.ingest.columns import ColumnMatch, match_columns
+from pipeline.ingest.text_lines import physical_lines
 
 DELIMITERS = (",", ";", "\t", "|")
 _HEADER_SCAN_LINES = 40
@@ -102,7 +103,7 @@ class _Candidate:
 
 
 def _best_layout(text: str) -> _Candidate | None:
-    lines = text.splitlines()[: _HEADER_SCAN_LINES + 30]
+    lines = physical_lines(text)[: _HEADER_SCAN_LINES + 30]
     best: _Candidate | None = None
     for d in DELIMITERS:
         split = _split(lines, d)
@@ -123,7 +124,7 @@ def _best_layout(text: str) -> _Candidate | None:
 
 def _headerless_layout(text: str) -> tuple[str, int, int] | None:
     """(delimiter, modal field count, index of first row with that count) for header-less tables."""
-    lines = [ln for ln in text.splitlines()[:200] if ln.strip()]
+    lines = [ln for ln in physical_lines(text)[:200] if ln.strip()]
     best: tuple[float, str, int] | None = None
     for d in DELIMITERS:
         counts = [len(c) for c in _split(lines, d)]
@@ -142,7 +143,7 @@ def _headerless_layout(text: str) -> tuple[str, int, int] | None:
 
 def _records(text: str, delimiter: str, start_line: int) -> list[tuple[int, list[str]]]:
     """CSV records from line `start_line` (0-based) with their 1-based starting line numbers."""
-    lines = text.splitlines(keepends=True)
+    lines = physical_lines(text, keepends=True)
     body = "".join(lines[start_line:])
     reader = csv.reader(io.StringIO(body), delimiter=delimiter)
     out: list[tuple[int, list[str]]] = []
@@ -173,7 +174,7 @@ def parse_delimited(data: bytes) -> RawTable:
     if not text.strip():
         raise NotATable("empty file")
     if cand is not None and cand.header_index is not None:
-        lines = text.splitlines()
+        lines = physical_lines(text)
         header = _split([lines[cand.header_index]], cand.delimiter)[0]
         rows = _records(text, cand.delimiter, cand.header_index + 1)
         return RawTable(header=[h.strip() for h in header], rows=rows, match=cand.match, encoding=enc,

@@ -20,6 +20,7 @@ from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.ids import stable_id
 from pipeline.ingest.columns import ColumnMatch, match_columns
 from pipeline.ingest.tabular import NotATable, RawTable, parse_delimited
+from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.values import (
     choose_date_format,
     detect_decimal_comma,
@@ -96,7 +97,8 @@ def _json_records(data: bytes, source_file: str, sha: str, suffix: str) -> tuple
             else:
                 errors.append(_row_error(sha, source_file, i, "BadRecord", f"record {i} is not a JSON object"))
         return _records_table(records), errors
-    for i, line in enumerate(text.splitlines(), start=1):
+    # Records end at CR, LF or CRLF only (JSON forbids raw CR/LF inside strings; U+2028 and friends are legal there).
+    for i, line in enumerate(physical_lines(text), start=1):
         if not line.strip():
             continue
         try:
