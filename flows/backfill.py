@@ -30,7 +30,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.daily import daily_flow
 from flows.report import backfill_markdown
 from pipeline.config import EngineOptions, default_model_dir
-from pipeline.ingest import discover_files
+from pipeline.ingest.discover import discover
 from pipeline.manifest import manifest_paths
 from pipeline.models import model_identity, model_template_sha, resolve_model
 from pipeline.work import prompt_version, schema_version
@@ -51,7 +51,8 @@ def date_range(start: dt.date, end: dt.date) -> list[dt.date]:
 def is_complete(output_dir: Path, run_date: dt.date, input_dir: Path, model_id: str, version: str | None = None) -> bool:
     """Whether a published run already covers this date's current inputs with this model/prompt/schema
     (`version`: the model's prompt version, default the completion style's)."""
-    files = discover_files(input_dir, (output_dir,))
+    inputs, skipped = discover(input_dir, (output_dir,))
+    files = inputs + skipped  # the manifest counts skipped files too (each has its error row)
     n_files, n_bytes = len(files), sum(p.stat().st_size for p in files)
     want = {"input_dir": str(input_dir.resolve()), "model_id": model_id, "prompt_version": version or prompt_version(),
             "schema_version": schema_version(), "limit": None}

@@ -49,14 +49,16 @@ def code_fingerprint() -> str:
 
 def input_fingerprint(input_dir: Path, exclude: tuple[Path, ...] = (),
                       limit: int | None = None) -> list[tuple[str, str]]:
-    """(relative path, SHA-256) of exactly the files ingest will read, in its order."""
-    from pipeline.ingest import discover_files
+    """(relative path, SHA-256) of exactly the files ingest will read, in its order, then the paths it skips
+    (they are not read, but each becomes an error row, so they are part of what ingest returns)."""
+    from pipeline.ingest.discover import discover
 
     root = input_dir.resolve()
-    paths = discover_files(root, exclude)
+    paths, skipped = discover(root, exclude)
     if limit is not None:
         paths = paths[:limit]
-    return [(p.relative_to(root).as_posix(), file_sha256(p)) for p in paths]
+    return ([(p.relative_to(root).as_posix(), file_sha256(p)) for p in paths]
+            + [(p.relative_to(root).as_posix(), "skipped") for p in skipped])
 
 
 def ingest_cache_key(_ctx: Any, params: dict[str, Any]) -> str | None:

@@ -39,3 +39,40 @@ def test_an_unreadable_file_is_an_error_row_not_an_aborted_run(tmp_path: Path, m
     err = res.errors.to_pylist()
     assert [(e["source_file"], e["error_class"]) for e in err] == [("b.csv", "UnreadableFile")]
     assert "Input/output error" in err[0]["message"]
+
+
+def test_hidden_and_underscore_files_are_skipped_with_an_error_row_each(tmp_path: Path) -> None:
+    """A skipped file is still accounted for: listed in `files` (kind `skipped`) with a `Skipped` error row that
+    says why, never silently dropped. The run's own output folder (`exclude`) stays out entirely."""
+    (tmp_path / "ok.csv").write_text(CSV)
+    (tmp_path / "_draft.csv").write_text(CSV)
+    (tmp_path / ".hidden.csv").write_text(CSV)
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "x.pdf").write_bytes(b"%PDF-1.4")
+    (tmp_path / "output").mkdir()
+    (tmp_path / "output" / "part.parquet").write_bytes(b"PAR1")
+    res = ingest(tmp_path, exclude=(tmp_path / "output",))
+    files = {f["source_file"]: (f["kind"], f["status"]) for f in res.files.to_pylist()}
+    assert files == {"ok.csv": ("transactions", "ok"), "_draft.csv": ("skipped", "skipped"),
+                     ".hidden.csv": ("skipped", "skipped"), ".cache/x.pdf": ("skipped", "skipped")}
+    errs = {e["source_file"]: (e["error_class"], e["unit"]) for e in res.errors.to_pylist()}
+    assert errs == {name: ("Skipped", "file") for name in ("_draft.csv", ".hidden.csv", ".cache/x.pdf")}
+    assert res.transactions.num_rows == 1
+
+
+def test_a_pipeline_run_with_skipped_files_still_reconciles(tmp_path: Path) -> None:
+    from pipeline.config import RunConfig
+    from pipeline.run import run_pipeline
+    from tests.helpers.fake_llm import FakeLLM
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "ok.csv").write_text(CSV)
+    (inputs / "_skip.csv").write_text(CSV.replace("Coffee", "Tea"))
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    cfg = RunConfig(input_dir=inputs, output_dir=tmp_path / "out", model_dir=model, progress=False)
+    m = run_pipeline(cfg, llm=FakeLLM()).manifest
+    assert m["reconciliation"]["balanced"] and m["reconciliation"]["files"] == 2
+    assert m["errors_by_class"].get("Skipped") == 1

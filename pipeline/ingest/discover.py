@@ -20,10 +20,10 @@ from pipeline.ingest.transactions import TRANSACTION_SUFFIXES, file_unit_id, rea
 FILE_ARROW_SCHEMA = pa.schema(
     [
         pa.field("source_file", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),  # pdf | transactions | unsupported
+        pa.field("kind", pa.string(), nullable=False),  # pdf | transactions | unsupported | skipped
         pa.field("sha256", pa.string(), nullable=False),
         pa.field("size_bytes", pa.int64(), nullable=False),
-        pa.field("status", pa.string(), nullable=False),  # ok | error | partial | duplicate
+        pa.field("status", pa.string(), nullable=False),  # ok | error | partial | duplicate | skipped
         pa.field("n_rows", pa.int64(), nullable=False),  # canonical transactions produced
         pa.field("n_errors", pa.int64(), nullable=False),
         pa.field("details", pa.string(), nullable=True),  # JSON: how a log was read
@@ -64,20 +64,34 @@ def printable_name(rel: str) -> str:
         return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def discover_files(input_dir: Path, exclude: tuple[Path, ...] = ()) -> list[Path]:
-    """Regular files under input_dir, sorted by relative path; hidden/underscore paths and
-    `exclude` trees (e.g. an output directory inside the input) are not inputs."""
+def discover(input_dir: Path, exclude: tuple[Path, ...] = ()) -> tuple[list[Path], list[Path]]:
+    """(inputs, skipped): regular files under input_dir, each sorted by relative path. Hidden and `_`-prefixed
+    paths are skipped (each still gets a `Skipped` error row from `ingest`); `exclude` trees (the run's own
+    output folder inside the input) are left out entirely."""
     root = input_dir.resolve()
     excl = tuple(p.resolve() for p in exclude)
-    out = []
+    inputs, skipped = [], []
     for path in root.rglob("*"):
-        if not path.is_file() or path.is_symlink():
+        if not path.is_file() or path.is_symlink() or any(path.resolve().is_relative_to(e) for e in excl):
             continue
-        rel = path.relative_to(root)
-        if _is_hidden(rel) or any(path.resolve().is_relative_to(e) for e in excl):
-            continue
-        out.append(path)
-    return sorted(out, key=lambda p: p.relative_to(root).as_posix())
+        (skipped if _is_hidden(path.relative_to(root)) else inputs).append(path)
+
+    def order(paths: list[Path]) -> list[Path]:
+        return sorted(paths, key=lambda p: p.relative_to(root).as_posix())
+
+    return order(inputs), order(skipped)
+
+
+def discover_files(input_dir: Path, exclude: tuple[Path, ...] = ()) -> list[Path]:
+    """The files `ingest` reads (see `discover`)."""
+    return discover(input_dir, exclude)[0]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def file_kind(rel: str, head: bytes) -> str:
@@ -120,7 +134,7 @@ def ingest(
     root = Path(input_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"input directory not found: {root}")
-    paths = discover_files(root, exclude)
+    paths, skipped = discover(root, exclude)
     if limit is not None:
         paths = paths[:limit]
     docs: list[PdfDocument] = []
@@ -133,8 +147,18 @@ def ingest(
         from tqdm import tqdm
 
         iterator = tqdm(paths, desc="ingest", unit="file", leave=False)
+    base = root.resolve()
+    for path in skipped:
+        rel = printable_name(path.relative_to(base).as_posix())
+        sha = sha256_bytes(b"skipped:" + rel.encode())  # identity from the path: a skipped file is never read
+        files.append({"source_file": rel, "kind": "skipped", "sha256": sha, "size_bytes": _size(path),
+                      "status": "skipped", "n_rows": 0, "n_errors": 1, "details": None})
+        errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
+                                  stage=Stage.DISCOVER, error_class="Skipped",
+                                  message="skipped: hidden or '_'-prefixed path (not ingested; rename it to include it)",
+                                  n_rows=0))
     for path in iterator:
-        rel = printable_name(path.relative_to(root.resolve() if path.is_absolute() else root).as_posix())
+        rel = printable_name(path.relative_to(base).as_posix())
         try:
             data: bytes | None = path.read_bytes()
         except OSError as exc:  # permission denied, EIO, vanished: this file's error row, not the run's end
