@@ -11,6 +11,7 @@ generation prompt. The version then names the template's hash: a new template is
 
 import json
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Protocol
 
 PROMPT_VERSION = "doc-v1/win-v1"
@@ -91,7 +92,9 @@ def prompt_version(template_sha: str | None = None) -> str:
     return PROMPT_VERSION if template_sha is None else f"{CHAT_PROMPT_VERSION}@{template_sha[:12]}"
 
 
+@lru_cache(maxsize=4)
 def _schema_text(kind: str) -> str:
+    """The compact schema shown in chat prompts (once per kind: truncation re-renders a prompt many times)."""
     from pipeline.validate import output_model  # noqa: PLC0415
     from schemas.json_schema import constrained_json_schema  # noqa: PLC0415
 

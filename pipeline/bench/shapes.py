@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -169,30 +170,16 @@ def default_cache_dir() -> Path:
     return Path(base) / "finllm" / "bench-shapes"
 
 
-def build_checkpoint(shape: ModelShape, cache_dir: Path | None = None, seed: int = 0, dtype: str = "bfloat16") -> Path:
-    """Build (once) and return a random-weight checkpoint of `shape`; later calls reuse the finished directory."""
-    import torch
-    import transformers
-
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    final = root / f"{shape.name}-seed{seed}-{dtype}-v{_BUILD_VERSION}"
+def _build_once(final: Path, build: Callable[[Path], None]) -> Path:
+    """`final`, built by `build(empty_dir)` in a temporary sibling and renamed into place once complete, so an
+    interrupted build never leaves a directory that looks finished; later calls reuse it."""
     if (final / ".complete").exists():
         return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{shape.name}-", dir=root))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
     try:
-        torch_dtype = getattr(torch, dtype)
-        config = _hf_config(shape)
-        torch.manual_seed(seed)
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
-        model.save_pretrained(tmp, safe_serialization=True)
-        (tmp / "generation_config.json").write_text(
-            json.dumps({"bos_token_id": _BOS, "eos_token_id": _EOS, "do_sample": False})
-        )
-        _write_tokenizer(tmp, shape.vocab_size, shape.max_position_embeddings)
-        (tmp / "bench_shape.json").write_text(json.dumps(shape.to_dict(), indent=1))
+        build(tmp)
         (tmp / ".complete").write_text("ok\n")
-        del model
         if final.exists():  # an incomplete leftover from an interrupted build
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -202,6 +189,27 @@ def build_checkpoint(shape: ModelShape, cache_dir: Path | None = None, seed: int
     return final
 
 
+def build_checkpoint(shape: ModelShape, cache_dir: Path | None = None, seed: int = 0, dtype: str = "bfloat16") -> Path:
+    """Build (once) and return a random-weight checkpoint of `shape`; later calls reuse the finished directory."""
+
+    def build(out: Path) -> None:
+        import torch
+        import transformers
+
+        config = _hf_config(shape)
+        torch.manual_seed(seed)
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+        model.save_pretrained(out, safe_serialization=True)
+        (out / "generation_config.json").write_text(
+            json.dumps({"bos_token_id": _BOS, "eos_token_id": _EOS, "do_sample": False})
+        )
+        _write_tokenizer(out, shape.vocab_size, shape.max_position_embeddings)
+        (out / "bench_shape.json").write_text(json.dumps(shape.to_dict(), indent=1))
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return _build_once(root / f"{shape.name}-seed{seed}-{dtype}-v{_BUILD_VERSION}", build)
+
+
 def exported_checkpoint(gguf: Path, cache_dir: Path | None, dtype: str) -> Path:
     """A GGUF file as a Hugging Face directory in `dtype` (exported once, cached by the file's name, size and
     mtime), so the HF baselines and the engine run the very same dequantized weights."""
@@ -209,20 +217,11 @@ def exported_checkpoint(gguf: Path, cache_dir: Path | None, dtype: str) -> Path:
 
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     st = gguf.stat()
-    final = root / f"{gguf.stem}-{st.st_size}-{st.st_mtime_ns}-{dtype}-export"
-    if (final / ".complete").exists():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{gguf.stem}-", dir=root))
-    try:
-        export_hf_checkpoint(gguf, tmp / "m", dtype=dtype)
-        (tmp / "m" / ".complete").write_text("ok\n")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp / "m", final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+
+    def build(out: Path) -> None:
+        export_hf_checkpoint(gguf, out, dtype=dtype)
+
+    return _build_once(root / f"{gguf.stem}-{st.st_size}-{st.st_mtime_ns}-{dtype}-export", build)
 
 
 def resolve_model(model: str, cache_dir: Path | None, seed: int, dtype: str) -> tuple[Path, ModelShape, bool]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,18 @@ def _value(field: Any) -> Any:
 
 
 def read_gguf(path: str | Path) -> GGUFFile:
+    """Parsed once per file version and process: the `gguf` reader takes seconds on a real vocabulary, and a run
+    reads the tokenizer (for its prompt version) before it loads the model."""
     path = Path(path)
     if not path.is_file():
         raise ModelLoadError(f"GGUF file {str(path)!r} does not exist")
+    st = path.stat()
+    return _read_gguf(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=2)
+def _read_gguf(resolved: str, _size: int, _mtime_ns: int) -> GGUFFile:
+    path = Path(resolved)
     try:
         import gguf  # noqa: PLC0415
     except ImportError as exc:  # pragma: no cover - a declared dependency
