@@ -40,6 +40,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
             run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force,
             default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
+            extraction=args.extraction,
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
         )
     except ValidationError as exc:
@@ -87,6 +88,9 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first N input files (path order)")
     p.add_argument("--force", action="store_true", help="re-process units already in the output")
     p.add_argument("--default-currency", default=None, help="ISO code for logs that name no currency")
+    p.add_argument("--extraction", choices=["auto", "model"], default="auto",
+                   help="auto (default): PDFs carrying an e-invoice (ZUGFeRD, Factur-X, XRechnung, UBL) are read from "
+                        "its XML, the rest by the model; model: every document by the model")
     p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")
     p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")

@@ -65,6 +65,9 @@ class RunConfig(BaseModel):
     bucket_size: int = Field(default=32, ge=1, description="max requests per bucket")
     bucket_tokens: int = Field(default=32768, ge=256, description="max prompt tokens per bucket")
     long_document_policy: Literal["truncate"] = "truncate"
+    extraction: Literal["auto", "model"] = Field(
+        default="auto", description="auto: PDFs carrying an e-invoice (ZUGFeRD, Factur-X, XRechnung, UBL) are read "
+                                    "from its XML; model: every document goes to the model")
     progress: bool = True
     engine: EngineOptions = Field(default_factory=EngineOptions)
 

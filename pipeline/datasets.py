@@ -63,7 +63,13 @@ def documents_schema() -> pa.Schema:
         pa.field("producer", pa.string()),
         pa.field("creation_date", pa.string()),
     ]
-    return pa.schema(head + list(arrow_schema_for(DocumentExtraction)) + _GEN_FIELDS + _RUN_FIELDS)
+    trust = [
+        # "embedded_xml": read from the PDF's e-invoice XML (pipeline.einvoice); "model": the extraction model's.
+        pa.field("extraction_method", pa.string(), nullable=False),
+        # Every value the row holds is one the document states (pipeline.grounding.is_grounded).
+        pa.field("grounded", pa.bool_(), nullable=False),
+    ]
+    return pa.schema(head + list(arrow_schema_for(DocumentExtraction)) + trust + _GEN_FIELDS + _RUN_FIELDS)
 
 
 @cache
@@ -116,14 +122,28 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str]) -> d
     """One documents/account_windows row from a WorkItem, its validated model and its RequestOutput."""
     unit = item.unit
     row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file}
+    fields = result.model_dump(mode="json")
     if unit.kind == "document":
+        from pipeline.grounding import is_grounded
+
         row.update(unit.context)
-        row.update(truncated=item.truncated, prompt_tokens_full=item.original_tokens)
+        row.update(truncated=item.truncated, prompt_tokens_full=item.original_tokens, extraction_method="model",
+                   grounded=is_grounded(fields, item.visible_text))
     else:
         row.update({k: _fact_value(k, v) for k, v in unit.facts.items()})
         row.update(source_files=list(unit.source_files), tx_fingerprint=unit.context["tx_fingerprint"])
-    row.update(result.model_dump(mode="json"))
+    row.update(fields)
     row.update(prompt_tokens=item.n_tokens, output_tokens=len(out.token_ids), finish_reason=out.finish_reason)
+    row.update(run)
+    return row
+
+
+def einvoice_row(unit: Any, run: dict[str, str]) -> dict[str, Any]:
+    """A documents row read from the unit's embedded e-invoice XML (no prompt, no generation)."""
+    row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file, **unit.context}
+    row.update(truncated=False, prompt_tokens_full=0, extraction_method="embedded_xml", grounded=True)
+    row.update(unit.extracted)
+    row.update(prompt_tokens=0, output_tokens=0, finish_reason=None)
     row.update(run)
     return row
 

@@ -44,11 +44,21 @@ class EvalItem:
     model: type[BaseModel]
     document_text: str | None = None  # documents: the text in the prompt (grounding scans it)
     facts: dict[str, Any] | None = None  # windows: the facts the prompt states
+    real: bool = False  # a real gold set: fields compared with `pipeline.real_gold.field_matches`
+    embedded: dict[str, Any] | None = None  # the fields its embedded e-invoice XML states (`pipeline.einvoice`)
 
     def prompt_ids(self, tokenizer: Any) -> list[int]:
         from pipeline.prompts import encode_prompt
 
         return encode_prompt(tokenizer, self.kind, text=self.document_text or "", facts=self.facts)
+
+
+def _matches(item: EvalItem, name: str, pred: Any, gold: Any) -> bool:
+    if item.real:
+        from pipeline.real_gold import field_matches
+
+        return field_matches(name, pred, gold)
+    return bool(pred == gold)
 
 
 @dataclass
@@ -79,7 +89,7 @@ class Scores:
         for name, gold_value in item.gold.items():
             tally = self.fields.setdefault(f"{item.kind}.{name}", FieldTally())
             tally.total += 1
-            if pred is not None and pred.get(name) == gold_value:
+            if pred is not None and _matches(item, name, pred.get(name), gold_value):
                 tally.correct += 1
             else:
                 wrong.append(name)
@@ -130,6 +140,26 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
             raise ValueError(f"window facts for {w['id']} no longer match the gold set; regenerate data/eval")
         items.append(EvalItem(w["id"], "window", w["gold"], AccountWindowSummary, facts=facts[key]))
     return items, skipped
+
+
+def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = "auto") -> tuple[list[EvalItem], int]:
+    """Scored items of a real gold set (`pipeline.real_gold`): each PDF read as `pipeline run` reads it, its
+    embedded e-invoice parsed when `extraction="auto"`. A PDF the pipeline cannot read scores as all wrong."""
+    from pipeline.einvoice import einvoice_fields
+    from pipeline.ingest.pdf import PdfDocument, read_pdf
+    from pipeline.real_gold import SCORED_FIELDS, load_gold_dir
+
+    items = []
+    for doc in load_gold_dir(gold_dir)[:limit]:
+        read = read_pdf(doc.pdf.read_bytes(), doc.pdf.name)
+        text = read.text if isinstance(read, PdfDocument) else ""
+        embedded = None
+        if extraction == "auto" and isinstance(read, PdfDocument) and read.einvoice_xml:
+            embedded = einvoice_fields(read.einvoice_xml)
+        gold = {k: doc.gold[k] for k in SCORED_FIELDS}
+        items.append(EvalItem(doc.id, "document", gold, DocumentExtraction, document_text=text, real=True,
+                              embedded=embedded))
+    return items, 0
 
 
 def _generate_engine(model_dir: Path, token_ids: list[list[int]], schemas: list[dict[str, Any]],
@@ -195,8 +225,12 @@ def compare_reports(report: dict[str, Any], baseline: dict[str, Any]) -> dict[st
 def run_eval(model_dir: str | Path | None = None, quantization: str | None = None, json_path: str | Path | None = None,
              limit: int | None = None, eval_dir: str | Path | None = None, backend: str = "engine",
              progress: bool = False, compare_to: str | Path | None = None, grounding: bool = True,
-             kv_cache_dtype: str = "auto") -> dict[str, Any]:
+             kv_cache_dtype: str = "auto", gold_dir: str | Path | None = None,
+             extraction: str = "auto") -> dict[str, Any]:
     """Score the model on the gold set; returns (and optionally writes) the JSON report.
+
+    `gold_dir` scores a real gold set instead (`pipeline.real_gold`: invoice2data or ZUGFeRD JSON beside each PDF),
+    with e-invoices read from their XML unless `extraction="model"`, as in `pipeline run`.
 
     `compare_to` names an earlier JSON report (say, the default precision) to diff this run's outputs against.
     `grounding` (engine backend) narrows document dates, amounts and accounts to the values each document
@@ -211,24 +245,35 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
         raise FileNotFoundError(f"{model_dir} has no tokenizer.json; pass --model DIR|FILE.gguf|NAME")
     if backend == "hf" and (quantization or kv_cache_dtype != "auto"):
         raise ValueError("quantization and kv_cache_dtype are only available with the engine backend")
-    items, skipped = load_items(eval_dir, limit)
-    tok = load_tokenizer(model_dir)
-    token_ids = [it.prompt_ids(tok) for it in items]
-    schemas = [decoding_schema(it.kind, it.document_text if grounding else None) for it in items]
-    start = time.perf_counter()
-    if backend == "engine":
-        texts, extra = _generate_engine(model_dir, token_ids, schemas, quantization, kv_cache_dtype, progress)
-    elif backend == "hf":
-        texts, extra = _generate_hf(model_dir, token_ids, progress)
-    else:
+    if backend not in ("engine", "hf"):
         raise ValueError(f"unknown backend {backend!r} (engine|hf)")
+    if gold_dir is not None:
+        items, skipped = load_gold_items(Path(gold_dir), limit, extraction)
+    else:
+        items, skipped = load_items(eval_dir, limit)
+    tok = load_tokenizer(model_dir)
+    model_items = [it for it in items if it.embedded is None]
+    token_ids = [it.prompt_ids(tok) for it in model_items]
+    schemas = [decoding_schema(it.kind, it.document_text if grounding else None) for it in model_items]
+    start = time.perf_counter()
+    texts: list[str] = []
+    extra: dict[str, Any] = {}
+    if model_items and backend == "engine":
+        texts, extra = _generate_engine(model_dir, token_ids, schemas, quantization, kv_cache_dtype, progress)
+    elif model_items:
+        texts, extra = _generate_hf(model_dir, token_ids, progress)
     elapsed = time.perf_counter() - start
+    generated = dict(zip((it.id for it in model_items), texts))
+    texts = [generated[it.id] if it.embedded is None else json.dumps(it.embedded, ensure_ascii=False) for it in items]
     scores = Scores()
     for item, text in zip(items, texts):
         scores.add(item, text)
     report = {
         "model_dir": str(model_dir), "prompt_version": prompt_version(chat_template_sha(tok)), "quantization": quantization, "kv_cache_dtype": kv_cache_dtype, "backend": backend,
-        "grounding": grounding and backend == "engine", "eval_dir": str(eval_dir),
+        "grounding": grounding and backend == "engine",
+        "eval_dir": str(gold_dir if gold_dir is not None else eval_dir), "gold_set": "real" if gold_dir else "synthetic",
+        "extraction": extraction,
+        "extraction_methods": {"embedded_xml": len(items) - len(model_items), "model": len(model_items)},
         "n_documents": scores.count["document"], "n_windows": scores.count["window"],
         "skipped_needs_ocr": skipped, "generation_seconds": round(elapsed, 2), **scores.report(), **extra,
         "outputs": {item.id: text for item, text in zip(items, texts)},
@@ -260,6 +305,10 @@ def render_report(report: dict[str, Any]) -> None:
         table.add_row(f"{kind} exact", f"{k['exact_match']:.1%}", str(k["count"]))
     console = Console()
     console.print(table)
+    methods = report.get("extraction_methods")
+    if report.get("gold_set") == "real" and methods:
+        console.print(f"real gold set {report['eval_dir']}: extraction {report['extraction']} "
+                      f"({methods['embedded_xml']} from embedded XML, {methods['model']} by the model)")
     console.print(f"backend {report['backend']}, quantization {report['quantization']}, "
                   f"kv cache {report.get('kv_cache_dtype', 'auto')}, "
                   f"grounding {'on' if report.get('grounding') else 'off'}, generation {report['generation_seconds']} s")
@@ -274,8 +323,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     try:
         report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
                           progress=not args.no_progress, compare_to=args.compare_to, grounding=not args.no_grounding,
-                          kv_cache_dtype=args.kv_cache_dtype)
-    except FileNotFoundError as exc:
+                          kv_cache_dtype=args.kv_cache_dtype, gold_dir=args.gold, extraction=args.extraction)
+    except (FileNotFoundError, ValueError) as exc:
         print(f"pipeline eval: {exc}", file=sys.stderr)
         return 2
     render_report(report)
@@ -293,6 +342,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", default=None, help="also write the JSON report here")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents and N windows")
     p.add_argument("--eval-dir", default=None, help="gold set directory (default data/eval)")
+    p.add_argument("--gold", default=None, metavar="DIR",
+                   help="score a real gold set instead: PDFs with invoice2data or ZUGFeRD/Factur-X header JSON beside "
+                        "them (doc_type, issuer, invoice number, issue date, currency, grand total)")
+    p.add_argument("--extraction", choices=["auto", "model"], default="auto",
+                   help="with --gold: auto reads embedded e-invoice XML as `pipeline run` does; model scores the "
+                        "model on every document")
     p.add_argument("--backend", choices=["engine", "hf"], default="engine",
                    help="engine (constrained, default) or hf (transformers greedy, unconstrained reference)")
     p.add_argument("--compare-to", default=None, metavar="REPORT_JSON",

@@ -161,3 +161,49 @@ def grounded_schema(schema: dict[str, Any], candidates: dict[str, list[str]]) ->
         if name in out["properties"] and values:
             out["properties"][name] = _narrow(out["properties"][name], values)
     return out
+
+
+# Currency symbols that name one currency in the documents this pipeline reads; "$" alone is read as USD (a CAD or
+# AUD document prints its code beside it, which is found as well).
+_CURRENCY_SYMBOLS = {"\u20ac": "EUR", "\u00a3": "GBP", "$": "USD", "\u20b9": "INR", "Rs": "INR", "Rs.": "INR",
+                     "\u00a5": "JPY", "Fr.": "CHF", "z\u0142": "PLN", "K\u010d": "CZK", "\u20bd": "RUB"}
+_SYMBOL_RE = re.compile("|".join(re.escape(s) for s in sorted(_CURRENCY_SYMBOLS, key=len, reverse=True)))
+_CODE_RE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
+
+
+def _iso_currencies() -> frozenset[str]:
+    from babel.numbers import list_currencies
+
+    return frozenset(list_currencies())
+
+
+def currency_candidates(text: str) -> list[str]:
+    """ISO 4217 codes the text prints (as codes, or as a symbol that names one currency), in document order."""
+    codes = _iso_currencies()
+    found = [(m.start(), m.group(0)) for m in _CODE_RE.finditer(text) if m.group(0) in codes]
+    found += [(m.start(), _CURRENCY_SYMBOLS[m.group(0)]) for m in _SYMBOL_RE.finditer(text)]
+    return _unique(code for _, code in sorted(found))
+
+
+def _squash(s: str) -> str:
+    return " ".join(s.split()).casefold()
+
+
+SPAN_FIELDS = ("issuer", "counterparty", "reference")
+"""Document fields whose value must be a verbatim span of the text (up to whitespace and case)."""
+
+
+def is_grounded(fields: dict[str, Any], text: str) -> bool:
+    """Whether every value an extraction holds is one the document states: names and numbers as spans of its
+    text, dates, amounts, accounts and currencies among the values its scanners find."""
+    squashed = _squash(text)
+    for name in SPAN_FIELDS:
+        value = fields.get(name)
+        if value is not None and _squash(str(value)) not in squashed:
+            return False
+    scanners = {**CANDIDATE_FIELDS, "currency": currency_candidates}
+    for name, scan in scanners.items():
+        value = fields.get(name)
+        if value is not None and value not in scan(text):
+            return False
+    return True

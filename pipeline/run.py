@@ -50,11 +50,12 @@ __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm"
 
 # ------------------------------------------------------------------ units
 
-def plan_units(result: IngestResult, model_id: str, version: str | None = None
+def plan_units(result: IngestResult, model_id: str, version: str | None = None, extraction: str = "auto"
                ) -> tuple[list[WorkUnit], list[ErrorRecord]]:
-    """Documents and account windows as work units (`version`: the prompt version their row ids carry). A failure
-    of the window aggregation becomes error rows (one per source file, accounting for its rows), never a crash."""
-    units = document_units(result.documents, model_id, version)
+    """Documents and account windows as work units (`version`: the prompt version their row ids carry; `extraction`:
+    "auto" reads embedded e-invoices, "model" sends every document to the model). A failure of the window
+    aggregation becomes error rows (one per source file, accounting for its rows), never a crash."""
+    units = document_units(result.documents, model_id, version, extraction)
     errors: list[ErrorRecord] = []
     try:
         units += window_units(result.transactions, result.file_sha(), model_id, version)
@@ -206,7 +207,7 @@ def _run_key(cfg: RunConfig, model_id: str, version: str, result: IngestResult, 
     files = sorted(zip(result.files.column("source_file").to_pylist(), result.files.column("sha256").to_pylist()))
     return stable_id("run", cfg.run_date.isoformat(), model_id, version, schema_version(),
                      cfg.max_tokens_document, cfg.max_tokens_window, cfg.bucket_size, cfg.bucket_tokens,
-                     max_model_len, cfg.force, cfg.limit, files, sorted(todo), length=16)
+                     max_model_len, cfg.force, cfg.limit, cfg.extraction, files, sorted(todo), length=16)
 
 
 def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> RunSummary:
@@ -228,10 +229,12 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
                                exclude=(output_dir,), progress=cfg.progress)
         timings["ingest"] = time.perf_counter() - t
         t = time.perf_counter()
-        units, plan_errors = plan_units(result, model_id, version)
+        units, plan_errors = plan_units(result, model_id, version, cfg.extraction)
         tx_table = transaction_rows(result.transactions, result.file_sha(), schema_version())
         done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions"))
         todo = [u for u in units if u.row_id not in done]
+        direct = [u for u in todo if u.extracted is not None]  # read from embedded e-invoices: no model needed
+        todo = [u for u in todo if u.extracted is None]
         skipped = Counter(u.kind for u in units if u.row_id in done)
         tx_mask = pa.array([rid not in done for rid in tx_table.column("row_id").to_pylist()], pa.bool_())
         tx_new = tx_table.filter(tx_mask)
@@ -246,11 +249,12 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
             timings["load_model"] = time.perf_counter() - t
         if llm is not None:
             max_model_len = llm.max_model_len
-        run_key = _run_key(cfg, model_id, version, result, [u.row_id for u in todo], max_model_len)
+        run_key = _run_key(cfg, model_id, version, result, [u.row_id for u in todo + direct], max_model_len)
         drop_stale(output_dir, keep=run_key)
         staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
         if not staging.is_done("ingest"):
             staging.write_part("ingest", {"transactions": tx_new,
+                                          "documents": _einvoice_table(direct, run_fields),
                                           "errors": error_rows(errors_from_table(result.errors) + plan_errors, run_fields)})
 
         t = time.perf_counter()
@@ -281,6 +285,12 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
                              llm, tokens, timings, recovered, resumed)
         published = stages.write(staging, manifest)
     return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
+
+
+def _einvoice_table(units: list[WorkUnit], run_fields: dict[str, str]) -> pa.Table:
+    from pipeline.datasets import dataset_schema, einvoice_row
+
+    return pa.Table.from_pylist([einvoice_row(u, run_fields) for u in units], schema=dataset_schema("documents"))
 
 
 def _rows_table(res: BucketResult) -> pa.Table:

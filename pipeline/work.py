@@ -47,6 +47,7 @@ class WorkUnit:
     facts: dict[str, Any] = field(default_factory=dict)  # window facts (windows)
     context: dict[str, Any] = field(default_factory=dict)  # provenance copied to the output row
     n_rows: int = 1  # input rows this unit accounts for (transactions in a window)
+    extracted: dict[str, Any] | None = None  # fields read without the model (an embedded e-invoice's XML)
 
     @property
     def source_file(self) -> str:
@@ -65,14 +66,29 @@ def document_row_id(doc_id: str, model_id: str, version: str | None = None) -> s
     return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id)
 
 
-def document_units(documents: pa.Table, model_id: str, version: str | None = None) -> list[WorkUnit]:
+def einvoice_row_id(doc_id: str) -> str:
+    """A row read from an embedded e-invoice depends on the file and the XML reader, not on any model."""
+    from pipeline.einvoice import PARSER_VERSION
+
+    return stable_id("document", doc_id, PARSER_VERSION, schema_version())
+
+
+def document_units(documents: pa.Table, model_id: str, version: str | None = None,
+                   extraction: str = "auto") -> list[WorkUnit]:
     """One unit per ingested PDF document (documents are already unique by content hash). `version`: the
-    prompt version (`prompt_version(template_sha)`), default the completion style's."""
+    prompt version (`prompt_version(template_sha)`), default the completion style's. With `extraction="auto"` a
+    PDF carrying an e-invoice this reader understands is extracted from its XML (`pipeline.einvoice`); "model"
+    sends every document to the model."""
+    from pipeline.einvoice import einvoice_fields
+
     units = []
     for row in documents.to_pylist():
-        units.append(WorkUnit(
-            row_id=document_row_id(row["doc_id"], model_id, version), kind="document", source_files=[row["source_file"]],
-            text=row["text"], context={k: row.get(k) for k in DOCUMENT_CONTEXT_FIELDS}))
+        context = {k: row.get(k) for k in DOCUMENT_CONTEXT_FIELDS}
+        xml = row.get("einvoice_xml")
+        fields = einvoice_fields(xml) if extraction == "auto" and xml else None
+        row_id = einvoice_row_id(row["doc_id"]) if fields else document_row_id(row["doc_id"], model_id, version)
+        units.append(WorkUnit(row_id=row_id, kind="document", source_files=[row["source_file"]], text=row["text"],
+                              context=context, extracted=fields))
     return units
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline.einvoice import embedded_xml
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.ids import sha256_bytes, stable_id
 
@@ -35,6 +36,8 @@ DOCUMENT_ARROW_SCHEMA = pa.schema(
         pa.field("creator", pa.string()),
         pa.field("producer", pa.string()),
         pa.field("creation_date", pa.string()),
+        pa.field("einvoice_name", pa.string()),  # attachment name of an embedded e-invoice (pipeline.einvoice)
+        pa.field("einvoice_xml", pa.binary()),  # its XML, as embedded
     ]
 )
 
@@ -52,10 +55,12 @@ class PdfDocument:
     ocr_pages: list[int]
     encrypted: bool
     metadata: dict[str, str | None] = field(default_factory=dict)
+    einvoice_name: str | None = None
+    einvoice_xml: bytes | None = None
 
     def as_row(self) -> dict[str, Any]:
         row = {k: getattr(self, k) for k in ("doc_id", "source_file", "page_count", "pages", "text",
-                                             "needs_ocr", "ocr_pages", "encrypted")}
+                                             "needs_ocr", "ocr_pages", "encrypted", "einvoice_name", "einvoice_xml")}
         row.update({k: self.metadata.get(k) for k in _META_KEYS})
         return row
 
@@ -146,5 +151,15 @@ def read_pdf(data: bytes, source_file: str) -> PdfDocument | ErrorRecord:
     text = clean_text(_document_text(pages))
     if not text.strip():
         return fail("NeedsOCR", f"no text layer on any of {len(pages)} page(s); OCR is required")
+    einvoice = embedded_xml(data) if _has_attachments(reader) else None
     return PdfDocument(doc_id=doc_id, source_file=source_file, page_count=len(pages), pages=pages, text=text,
-                       needs_ocr=bool(ocr_pages), ocr_pages=ocr_pages, encrypted=encrypted, metadata=_metadata(reader))
+                       needs_ocr=bool(ocr_pages), ocr_pages=ocr_pages, encrypted=encrypted, metadata=_metadata(reader),
+                       einvoice_name=einvoice[0] if einvoice else None, einvoice_xml=einvoice[1] if einvoice else None)
+
+
+def _has_attachments(reader: Any) -> bool:
+    """Whether the PDF embeds files at all (the e-invoice lookup parses the file again, so skip it when not)."""
+    try:
+        return bool(reader.attachments)
+    except Exception:
+        return False

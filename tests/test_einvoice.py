@@ -1,0 +1,91 @@
+"""E-invoices: PDFs carrying ZUGFeRD / Factur-X / UBL XML are read from that XML exactly (extraction_method
+embedded_xml), `--extraction model` sends them to the model, and hostile or non-invoice XML falls back to the
+model instead of failing the document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import RunConfig
+from pipeline.einvoice import einvoice_fields, embedded_xml
+from pipeline.run import run_pipeline
+from pipeline.sink import read_dataset
+from tests.helpers.einvoices import CII, EXPECTED, UBL, ZUGFERD1, einvoice_pdf
+from tests.helpers.fake_llm import GOOD_DOCUMENT, FakeLLM
+from tests.helpers.pipeline_inputs import make_pdf
+
+
+@pytest.mark.parametrize("xml, name", [(CII, "factur-x.xml"), (ZUGFERD1, "ZUGFeRD-invoice.xml"),
+                                       (UBL, "UBL-Invoice-2.1.xml")], ids=["cii", "zugferd1", "ubl"])
+def test_header_fields_are_read_from_the_embedded_xml(tmp_path: Path, xml: str, name: str) -> None:
+    pdf = einvoice_pdf(tmp_path / "inv.pdf", xml, name)
+    found = embedded_xml(pdf.read_bytes())
+    assert found is not None and found[0] == name
+    assert einvoice_fields(found[1]) == EXPECTED
+
+
+def test_pdf_without_attachment_has_no_einvoice(tmp_path: Path) -> None:
+    assert embedded_xml(make_pdf(tmp_path / "p.pdf", ["Invoice 1"]).read_bytes()) is None
+    assert embedded_xml(b"%PDF-1.4 garbage") is None
+
+
+def test_non_invoice_or_incomplete_xml_is_left_to_the_model() -> None:
+    assert einvoice_fields(b"<not-xml") is None
+    assert einvoice_fields(b"<root/>") is None
+    order = CII.replace("<ram:TypeCode>380</ram:TypeCode>", "<ram:TypeCode>220</ram:TypeCode>")  # an order
+    assert einvoice_fields(order.encode()) is None
+    no_date = CII.replace('<udt:DateTimeString format="102">20240305</udt:DateTimeString>', "")
+    assert einvoice_fields(no_date.encode()) is None
+    # an account the schema cannot hold drops that field, not the invoice
+    bad_iban = CII.replace(EXPECTED["account"], "DE89 3704 0044 0532 0130 00 (Sparkasse)")
+    assert einvoice_fields(bad_iban.encode()) == {**EXPECTED, "account": None}
+
+
+def test_external_entities_are_not_resolved(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET")
+    xxe = CII.replace('<?xml version="1.0" encoding="UTF-8"?>',
+                      f'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file://{secret}">]>')
+    xxe = xxe.replace(f"<ram:Name>{EXPECTED['issuer']}</ram:Name>", "<ram:Name>&x;</ram:Name>", 1)
+    fields = einvoice_fields(xxe.encode())
+    assert fields is None or "TOP-SECRET" not in str(fields)
+
+
+def _run(inputs: Path, out: Path, model: Path, **kw: object):
+    cfg = RunConfig(input_dir=inputs, output_dir=out, model_dir=model, run_date="2024-05-01", progress=False, **kw)
+    llm = FakeLLM()
+    return run_pipeline(cfg, llm=llm), llm
+
+
+@pytest.fixture()
+def fake_model(tmp_path: Path) -> Path:
+    d = tmp_path / "fake-model"
+    d.mkdir()
+    (d / "config.json").write_text("{}")
+    return d
+
+
+def test_run_reads_einvoices_from_xml_and_the_rest_with_the_model(tmp_path: Path, fake_model: Path) -> None:
+    inputs = tmp_path / "in"
+    einvoice_pdf(inputs / "einvoice.pdf", CII)
+    make_pdf(inputs / "plain.pdf", ["Invoice INV-1 from Example Supplies GmbH, total 100.50 EUR"])
+    summary, llm = _run(inputs, tmp_path / "out", fake_model)
+    rows = {r["source_file"]: r for r in read_dataset(tmp_path / "out", "documents").to_pylist()}
+    assert summary.reconciliation["balanced"]
+    assert sum(llm.calls) == 1  # only the plain PDF went to the model
+    xml_row, model_row = rows["einvoice.pdf"], rows["plain.pdf"]
+    assert xml_row["extraction_method"] == "embedded_xml" and xml_row["grounded"]
+    assert {k: xml_row[k] for k in EXPECTED} == EXPECTED
+    assert xml_row["prompt_tokens"] == 0 and xml_row["output_tokens"] == 0
+    assert model_row["extraction_method"] == "model"
+    assert {k: model_row[k] for k in GOOD_DOCUMENT} == GOOD_DOCUMENT
+
+    # a re-run finds both done; --extraction model is other work (new row ids) and asks the model for both
+    again, llm2 = _run(inputs, tmp_path / "out", fake_model)
+    assert sum(llm2.calls) == 0 and again.reconciliation["documents_skipped"] == 2
+    forced, llm3 = _run(inputs, tmp_path / "out2", fake_model, extraction="model")
+    assert sum(llm3.calls) == 2
+    methods = sorted(r["extraction_method"] for r in read_dataset(tmp_path / "out2", "documents").to_pylist())
+    assert methods == ["model", "model"]
