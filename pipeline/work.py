@@ -63,7 +63,10 @@ class WorkUnit:
 
 
 def document_row_id(doc_id: str, model_id: str, version: str | None = None) -> str:
-    return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id)
+    """A model's row depends on the file, the prompt, the schema, the model and what grounding lets it answer."""
+    from pipeline.grounding import GROUNDING_VERSION
+
+    return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id, GROUNDING_VERSION)
 
 
 def einvoice_row_id(doc_id: str) -> str:

@@ -41,7 +41,7 @@ def test_slash_dash_and_year_first_dates() -> None:
 
 def test_whole_amounts_count_only_next_to_a_currency() -> None:
     got = amount_candidates("Total EUR 1,200 and $950, 3.500 USD, USD -2 000; 42 items in 2024")
-    assert got == ["1200.00", "950.00", "3500.00", "-2000.00"]
+    assert got == ["1200.00", "950.00", "3500.00", "-2000.00", "2000.00"]  # a negative amount's absolute value too
 
 
 def test_amounts_in_every_locale_become_plain_decimals() -> None:
@@ -50,12 +50,14 @@ def test_amounts_in_every_locale_become_plain_decimals() -> None:
         assert want in got
     assert "654.32" in got  # a space-grouped number is also read from its last group: the model decides
     assert not {"1234.56", "234.56", "12.34", "345.00", "5.03"} & set(got)  # "05.03.2024" is a date
-    assert not {"12.00", "1000.00"} & set(got), "a printed sign belongs to the amount"
+    # a printed sign belongs to the amount; its absolute value follows it (a credit note's total is positive)
+    assert got.index("12.00") == got.index("-12.00") + 1 and got.index("1000.00") == got.index("-1000.00") + 1
 
 
-def test_accounts_compact_ibans_even_when_wrapped_and_keep_account_tokens() -> None:
+def test_accounts_valid_ibans_even_when_wrapped_and_keep_account_tokens() -> None:
     got = account_candidates(TEXT)
-    assert "DE89370400440532013000" in got and "DE893704004405320130" in got  # wrapped line: both readings
+    assert "DE89370400440532013000" in got  # wrapped onto the next line: joined, and checked by its checksum
+    assert "DE893704004405320130" not in got  # the one-line reading fails the checksum
     assert {"NL91ABNA0417164300", "ACC-1234567", "AS-2024-77556"} <= set(got)
     assert not {"COBADEFFXXX", "2024", "3704"} & set(got)  # fewer than five digits: not an account token
 
@@ -144,4 +146,71 @@ def test_pipeline_grounds_each_document_in_the_text_its_prompt_shows() -> None:
     assert len(grounded) == 1
     assert {"type": "string", "enum": amount_candidates(TEXT)} in grounded[0]["properties"]["amount"]["anyOf"]
     truncated = next(s for s in llm.schemas if s is not grounded[0])
-    assert truncated == decoding_schema("document")  # nothing scannable in the visible part, 99.99 is cut off
+    plain = decoding_schema("document")
+    # nothing scannable in the visible part (99.99 and EUR are cut off): plain amount, and no currency to name
+    assert truncated["properties"]["amount"] == plain["properties"]["amount"]
+    assert truncated["properties"]["currency"] == {"type": "null"}
+    assert "99.99" not in json.dumps(truncated)
+
+
+# ------------------------------------------------------------------ gaps measured on real invoices (issue 19)
+
+def test_month_names_in_european_languages() -> None:
+    text = ("Factuurdatum: 29 maart 2014\nRechnungsdatum 7. Mai 2014\nFacture du 02 Juillet 2015\n"
+            "Fecha: 3 de marzo de 2024\nInvoice Date: August 3 , 2014\n19 april 2014Factuurdatum:")
+    assert date_candidates(text) == ["2014-03-29", "2014-05-07", "2015-07-02", "2024-03-03", "2014-08-03",
+                                     "2014-04-19"]
+    assert date_candidates("Mai 2014, Seite 3 von 2014, Order 12 Widgets 2014") == []
+
+
+def test_ibans_are_checksum_valid_and_not_glued_to_the_next_word() -> None:
+    got = account_candidates("NL50INGB0683251309IBAN\nINGBNL2ABIC\nIBAN : FR76 10107 00245 00617052317 39 - BIC")
+    assert got[:2] == ["NL50INGB0683251309", "FR7610107002450061705231739"]
+    assert not any(a.startswith("NL50INGB0683251309I") for a in got[:2])
+    assert "NL50INGB0683251308" not in account_candidates("IBAN NL50INGB0683251308")  # bad checksum
+
+
+def test_a_credit_notes_negative_total_is_also_a_positive_amount() -> None:
+    assert amount_candidates("Gutschrift Gesamtbetrag -233,47 \u20ac") == ["-233.47", "233.47"]
+    assert "1939.00" in amount_candidates("Grand Total Rs 1939")
+
+
+def test_currency_is_a_printed_code_or_symbol_or_null() -> None:
+    from pipeline.grounding import currency_candidates
+
+    assert currency_candidates("Totaal \u20ac 717,97; paid in USD; THE END; Rs 1939") == ["EUR", "USD", "INR"]
+    schema = decoding_schema("document", "Invoice 12 from ACME LLC")  # "LLC" is no currency; none is printed
+    assert schema["properties"]["currency"] == {"type": "null"}
+
+
+def test_reference_candidates_start_with_values_next_to_invoice_number_labels() -> None:
+    from pipeline.grounding import reference_candidates
+
+    text = ("Kundennr.30064443\n993548900Factuurnummer:\nNL50INGB0683251309IBAN\nFacture n\u00b0562044387 du\n"
+            "Invoice No : # BLR_WFLD20151000982590\nRechnungsnr.\n47774\nN\u00famero de factura: F-2024/17")
+    got = reference_candidates(text)
+    assert got[:5] == ["993548900", "562044387", "BLR_WFLD20151000982590", "47774", "F-2024/17"]
+    assert "30064443" in got  # every number the text prints stays a candidate
+    assert "NL50INGB0683251309IBAN" not in got[:5]
+
+
+def test_parties_are_verbatim_lines_or_parts_of_lines() -> None:
+    from pipeline.grounding import party_candidates
+
+    got = party_candidates("Amazon Web Services, Inc.\n410 Terry Ave North\nSold By : WS Retail Services Pvt. Ltd.,")
+    assert {"Amazon Web Services, Inc.", "Amazon Web Services", "WS Retail Services Pvt. Ltd."} <= set(got)
+    schema = decoding_schema("document", "Amazon Web Services, Inc.\nInvoice Number: 42183017")
+    assert "Amazon Web Services" in schema["properties"]["issuer"]["enum"]
+    assert "42183017" in schema["properties"]["reference"]["anyOf"][0]["enum"]
+
+
+def test_grounded_flag() -> None:
+    from pipeline.grounding import is_grounded
+
+    text = "Coolblue B.V.\nFactuurnummer: 993548900\nFactuurdatum: 19 april 2014\nTotaal \u20ac 717,97"
+    row = {"doc_type": "invoice", "issuer": "Coolblue  B.V.", "counterparty": None, "reference": "993548900",
+           "date": "2014-04-19", "currency": "EUR", "amount": "717.97", "account": None}
+    assert is_grounded(row, text)
+    assert not is_grounded({**row, "issuer": "Kestrel B.V."}, text)
+    assert not is_grounded({**row, "currency": "DKK"}, text)
+    assert not is_grounded({**row, "amount": "717.79"}, text)

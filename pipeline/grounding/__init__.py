@@ -1,0 +1,35 @@
+"""Grounded extraction: every value the model emits must be one the document prints.
+
+A small model copies long digit runs imperfectly (an IBAN drifts into repeated digits, an amount borrows digits
+from a nearby reference) and fills names from its training set. Those are hallucinations no schema pattern can
+catch, and in a financial pipeline a plausible-looking wrong IBAN is worse than a null. So, per document, the
+pipeline scans the prompt's text for every value of each kind that it prints, rewrites each to the canonical form
+the schema asks for (ISO date, plain decimal, IBAN without spaces, ISO 4217 code; names and numbers verbatim) and
+narrows the field's decoding schema to that list (an `enum`). The model still decides which value is the right
+one; the constraint only rules out values the document never states.
+
+    dates.py     dates in numeric and month-name forms, months in several languages (dateparser)
+    amounts.py   amounts in any locale, credit notes' absolute totals; currency codes and symbols
+    accounts.py  IBANs validated by checksum (schwifty), other account numbers
+    spans.py     issuer / counterparty / reference candidates: verbatim spans of the text
+    schema.py    narrowing a decoding schema to the candidates, and the `grounded` check of a finished row
+
+The engine stays unaware of this: it receives an ordinary JSON schema per request.
+"""
+
+from pipeline.grounding.accounts import account_candidates
+from pipeline.grounding.amounts import amount_candidates, currency_candidates
+from pipeline.grounding.dates import date_candidates
+from pipeline.grounding.schema import (
+    CANDIDATE_FIELDS,
+    GROUNDING_VERSION,
+    MAX_ENUM_VALUES,
+    document_candidates,
+    grounded_schema,
+    is_grounded,
+)
+from pipeline.grounding.spans import party_candidates, reference_candidates
+
+__all__ = ["CANDIDATE_FIELDS", "GROUNDING_VERSION", "MAX_ENUM_VALUES", "account_candidates", "amount_candidates",
+           "currency_candidates", "date_candidates", "document_candidates", "grounded_schema", "is_grounded",
+           "party_candidates", "reference_candidates"]
