@@ -14,6 +14,7 @@ class EngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model_dir: Path
+    adapter: Path | None = None  # a LoRA adapter directory (peft format), merged into the weights at load
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     device: str = "auto"
     max_num_seqs: int = Field(128, ge=1)

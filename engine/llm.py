@@ -19,6 +19,7 @@ from engine.model_runner import ModelRunner
 from engine.models.checkpoint import open_checkpoint
 from engine.models.config import ModelConfig
 from engine.models.loader import load_model
+from engine.models.lora import merge_lora, read_lora
 from engine.outputs import RequestMetrics, RequestOutput
 from engine.sampling_params import SamplingParams, request_seed
 from engine.scheduler import Scheduler
@@ -74,11 +75,13 @@ class LLM:
         quantization: str | None = None,
         kernels: str = "auto",
         kv_cache_dtype: str = "auto",
+        adapter: str | os.PathLike[str] | None = None,
     ) -> None:
         ckpt = open_checkpoint(model_dir)
         quantization = quantization or ckpt.stored_quantization  # pre-quantized checkpoints say so in config.json
         self.config = EngineConfig(
             model_dir=Path(model_dir),
+            adapter=Path(adapter) if adapter is not None else None,
             dtype=dtype,  # type: ignore[arg-type]
             device=device,
             max_num_seqs=max_num_seqs,
@@ -106,8 +109,13 @@ class LLM:
             )
         self.eos_token_ids = ckpt.eos_token_ids
         self.kernels = get_kernels(self.device, prefer=self.config.kernels)
-        # A GGUF file asked for int8 is quantized tensor by tensor as it is dequantized (no float copy of the model).
-        tensors = ckpt.tensors(int8=ckpt.format == "gguf" and self.config.quantization == "int8")
+        # A GGUF file asked for int8 is quantized tensor by tensor as it is dequantized (no float copy of the model),
+        # unless a LoRA adapter must first be merged into the float weights.
+        lora = read_lora(self.config.adapter) if self.config.adapter is not None else None
+        tensors = ckpt.tensors(int8=ckpt.format == "gguf" and self.config.quantization == "int8" and lora is None)
+        if lora is not None:
+            merge_lora(tensors, lora)
+        self.adapter_sha256 = lora.sha256 if lora is not None else None
         self.model = load_model(cfg, tensors, ckpt.path, self.dtype, self.device, self.kernels)
         if self.config.quantization is not None:
             from engine.quantization import quantize_model  # noqa: PLC0415 - only when asked for
@@ -137,6 +145,8 @@ class LLM:
         c = self.config
         return {
             "model_dir": str(c.model_dir),
+            "adapter": str(c.adapter) if c.adapter is not None else None,
+            "adapter_sha256": self.adapter_sha256,
             "checkpoint_format": self.checkpoint_format,
             "architecture": self.model_config.architecture,
             "dtype": str(self.dtype).replace("torch.", ""),

@@ -20,8 +20,35 @@ def add_kv_cache_dtype_arg(parser: Any, default: str | None = None) -> None:
                              "and head (EngineOptions.kv_cache_dtype)")
 
 
+DEFAULT_MODEL_NAME = "finextract-smollm2"
+
+
+def default_model_note() -> str | None:
+    """Why `default_model_dir` fell back to the demo model, or None when the fine-tuned default is used."""
+    from pipeline.models import resolve_model  # noqa: PLC0415
+
+    try:
+        resolve_model(DEFAULT_MODEL_NAME)
+    except FileNotFoundError as exc:
+        return (f"the default model {DEFAULT_MODEL_NAME} is unavailable ({exc}); using the 3.7M demo model "
+                f"{DEMO_MODEL_NAME}, whose extractions of real documents are poor")
+    return None
+
+
 def default_model_dir() -> Path:
-    """The shipped demo model: data/models/finextract-3m, else the only model under data/models."""
+    """The fine-tuned default, `finextract-smollm2` (a LoRA adapter in data/adapters over the registered
+    SmolLM2-135M-Instruct base, which the README's setup installs); when its base or adapter is missing, the
+    shipped demo model data/models/finextract-3m (see `default_model_note`)."""
+    if default_model_note() is None:
+        from pipeline.models import ADAPTERS  # noqa: PLC0415
+
+        return ADAPTERS[DEFAULT_MODEL_NAME]
+    return demo_model_dir()
+
+
+def demo_model_dir() -> Path:
+    """The shipped 3.7M demo model (fast; the tests' model): data/models/finextract-3m, else the only model
+    under data/models."""
     models = REPO_ROOT / "data" / "models"
     preferred = models / DEMO_MODEL_NAME
     if (preferred / "config.json").is_file():

@@ -166,7 +166,11 @@ def _generate_engine(model_dir: Path, token_ids: list[list[int]], schemas: list[
                      quantization: str | None, kv_cache_dtype: str, progress: bool) -> tuple[list[str], dict[str, Any]]:
     from engine import LLM, SamplingParams
 
-    llm = LLM(str(model_dir), dtype="auto", quantization=quantization, kv_cache_dtype=kv_cache_dtype, seed=0)
+    from pipeline.models import model_parts
+
+    base, adapter = model_parts(model_dir)
+    llm = LLM(str(base), dtype="auto", quantization=quantization, kv_cache_dtype=kv_cache_dtype, seed=0,
+              adapter=str(adapter) if adapter else None)
     params = [SamplingParams(max_tokens=MAX_ANSWER_TOKENS, temperature=0.0, json_schema=s) for s in schemas]
     outs = llm.generate(token_ids, params, progress=progress)
     return [o.text for o in outs], {"engine": llm.config_summary(), "engine_stats": llm.stats()}
@@ -237,11 +241,15 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     prints, as `pipeline run` does; off, the model alone is measured under the plain schema."""
     from engine import load_tokenizer
 
-    from pipeline.models import resolve_model
+    from pipeline.models import model_parts, resolve_model
 
-    model_dir = resolve_model(model_dir) if model_dir else DEFAULT_MODEL_DIR
+    from pipeline.config import default_model_dir
+
+    model_dir = resolve_model(model_dir) if model_dir else default_model_dir()
     eval_dir = Path(eval_dir) if eval_dir else DEFAULT_EVAL_DIR
-    if model_dir.is_dir() and not (model_dir / "tokenizer.json").is_file():
+    if backend == "hf" and model_parts(model_dir)[1] is not None:
+        raise ValueError("the hf backend does not load adapters; use the engine backend")
+    if model_dir.is_dir() and model_parts(model_dir)[1] is None and not (model_dir / "tokenizer.json").is_file():
         raise FileNotFoundError(f"{model_dir} has no tokenizer.json; pass --model DIR|FILE.gguf|NAME")
     if backend == "hf" and (quantization or kv_cache_dtype != "auto"):
         raise ValueError("quantization and kv_cache_dtype are only available with the engine backend")
@@ -251,7 +259,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
         items, skipped = load_gold_items(Path(gold_dir), limit, extraction)
     else:
         items, skipped = load_items(eval_dir, limit)
-    tok = load_tokenizer(model_dir)
+    tok = load_tokenizer(model_parts(model_dir)[0])
     model_items = [it for it in items if it.embedded is None]
     token_ids = [it.prompt_ids(tok) for it in model_items]
     schemas = [decoding_schema(it.kind, it.document_text if grounding else None) for it in model_items]
@@ -336,7 +344,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("eval", help="measure extraction quality on the held-out gold set",
                               description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="model directory, .gguf file or registered model name "
-                                                "(default: the shipped demo model)")
+                                                "(default: as `pipeline run`, the fine-tuned finextract-smollm2)")
     p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
     add_kv_cache_dtype_arg(p, default="auto")
     p.add_argument("--json", default=None, help="also write the JSON report here")

