@@ -68,11 +68,12 @@ class EngineCore:
         result = sample(logits, inputs.sampling_seqs, inputs.sample_counts, self.eos_ids, self.structured)
         now = time.perf_counter()
         self.counters.steps += 1
-        for seq, toks, error in zip(inputs.sampling_seqs, result.tokens, result.errors):
+        logprobs = result.logprobs or [[] for _ in result.tokens]
+        for seq, toks, error, lps in zip(inputs.sampling_seqs, result.tokens, result.errors, logprobs):
             if error is not None:
                 self._set_finish(seq, "error", now, error)
             else:
-                self._resolve(seq, toks, now)
+                self._resolve(seq, toks, now, lps)
         done = []
         for seq in batch.seqs:
             if seq.draft_ids:  # the budget cut its verify step short: drafts are proposed again if at all
@@ -86,7 +87,7 @@ class EngineCore:
             finished.append(self._output(seq))
         return finished
 
-    def _resolve(self, seq: Sequence, sampled: list[int], now: float) -> None:
+    def _resolve(self, seq: Sequence, sampled: list[int], now: float, logprobs: list[float] | None = None) -> None:
         """Accept the sampled tokens of one sequence: sampled[j] follows draft j - 1, so the tokens up to and
         including the first one that differs from its draft are the target's own (greedy verification); the KV
         of rejected drafts is rolled back, and tokens after a stop are dropped."""
@@ -99,8 +100,10 @@ class EngineCore:
         m = seq.metrics
         if m.first_token_time is None:
             m.first_token_time = now
-        for tok in sampled[:accepted]:
+        for j, tok in enumerate(sampled[:accepted]):
             seq.append([tok])
+            if logprobs:
+                seq.output_logprobs.append(logprobs[j])
             self.counters.output_tokens += 1
             stop = self.stop_checker.check(seq, tok)
             if stop is not None:
@@ -134,4 +137,5 @@ class EngineCore:
             finish_reason=seq.finish_reason or "error",
             error=seq.error,
             metrics=m,
+            logprobs=list(seq.output_logprobs) if seq.params.logprobs else None,
         )

@@ -56,6 +56,7 @@ class RequestOutput:
     finish_reason: str  # "stop" | "length" | "error"
     error: str | None
     metrics: RequestMetrics = field(repr=False)
+    logprobs: list[float] | None = field(default=None, repr=False)  # per output token, when params.logprobs
 
     @property
     def ok(self) -> bool:

@@ -21,6 +21,7 @@ from engine.sequence import Sequence
 class SampleResult:
     tokens: list[list[int]]  # per sampling sequence, one token per sampled position
     errors: list[str | None]  # per sampling sequence: why it cannot go on, or None
+    logprobs: list[list[float]] | None = None  # per sampling sequence (empty unless its params ask for them)
 
 
 def _mask_banned(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[int], counts: list[int],
@@ -86,6 +87,10 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_id
     errors: list[str | None] = [None] * len(seqs)
     if not seqs:
         return SampleResult([], errors)
+    # Normalisers of the raw rows, taken before any mask: the emitted token is never masked, so its raw logit is
+    # still in place afterwards and logit - logsumexp is its log-probability under the model.
+    want = [r for seq, row0, c in zip(seqs, first_rows, counts) if seq.params.logprobs for r in range(row0, row0 + c)]
+    lse = dict(zip(want, torch.logsumexp(logits[want], -1).tolist())) if want else {}
     _mask_banned(logits, seqs, first_rows, counts, eos_ids)
     if structured is not None:
         _apply_constraints(logits, seqs, first_rows, counts, structured, errors)
@@ -108,4 +113,6 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_id
             tokens.append(best_ids[row0 : row0 + count])
         else:
             tokens.append([_sample_row(logits[r], maxima[r], seq) for r in rows])
-    return SampleResult(tokens, errors)
+    logprobs = [[float(logits[r, t]) - lse[r] for r, t in zip(range(row0, row0 + len(toks)), toks)]
+                if seq.params.logprobs else [] for seq, row0, toks in zip(seqs, first_rows, tokens)]
+    return SampleResult(tokens, errors, logprobs)

@@ -23,6 +23,9 @@ class SamplingParams:
     ignore_eos: bool = False
     json_schema: dict[str, Any] | None = None  # constrain decoding so the output parses against this schema
     include_stop_str_in_output: bool = False
+    # Return each output token's log-probability under the model (log-softmax of the raw logits, before
+    # temperature, top-k/p and the JSON-schema mask): how much the model itself wanted the token it emitted.
+    logprobs: bool = False
     _validated: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -62,7 +65,7 @@ def request_seed(engine_seed: int, prompt_ids: list[int], params: SamplingParams
     decoding parameters, so a request samples the same tokens whatever its position among the requests, whatever
     else is in the call and on whichever replica it runs. (Identical requests therefore get identical samples;
     give them distinct `seed`s to draw several.)"""
-    fields = {k: v for k, v in asdict(params).items() if k not in ("seed", "_validated")}
+    fields = {k: v for k, v in asdict(params).items() if k not in ("seed", "_validated", "logprobs")}
     h = hashlib.blake2b(digest_size=8)
     h.update(int(engine_seed).to_bytes(8, "little", signed=True))
     h.update(array("q", prompt_ids).tobytes())

@@ -32,6 +32,7 @@ class Sequence:
     matcher: Any = None  # structured-output matcher when params.json_schema is set
     token_ids: list[int] = field(default_factory=list)  # prompt + verified output
     draft_ids: list[int] = field(default_factory=list)  # proposed, unverified tokens after token_ids
+    output_logprobs: list[float] = field(default_factory=list)  # per verified output token, when params.logprobs
     status: Status = Status.WAITING
     num_computed_tokens: int = 0  # leading tokens of token_ids whose KV is in the cache
     block_table: list[int] = field(default_factory=list)
@@ -93,6 +94,7 @@ class Sequence:
         if n > self.num_output_tokens:
             raise ValueError(f"cannot roll back {n} tokens: the sequence has {self.num_output_tokens} output tokens")
         del self.token_ids[len(self.token_ids) - n :]
+        del self.output_logprobs[self.num_output_tokens :]
         self.num_computed_tokens = min(self.num_computed_tokens, len(self.token_ids))
         if self.hash_block_size:
             del self.block_hashes[len(self.token_ids) // self.hash_block_size :]

@@ -68,6 +68,8 @@ def documents_schema() -> pa.Schema:
         pa.field("extraction_method", pa.string(), nullable=False),
         # Every value the row holds is one the document states (pipeline.grounding.is_grounded).
         pa.field("grounded", pa.bool_(), nullable=False),
+        # The model's log-probability of each emitted value (pipeline.confidence); null for embedded_xml rows.
+        pa.field("field_logprobs", pa.struct([pa.field(n, pa.float64()) for n in DocumentExtraction.model_fields])),
     ]
     return pa.schema(head + list(arrow_schema_for(DocumentExtraction)) + trust + _GEN_FIELDS + _RUN_FIELDS)
 
@@ -118,8 +120,9 @@ def _fact_value(key: str, value: Any) -> Any:
     return str(value)
 
 
-def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str]) -> dict[str, Any]:
-    """One documents/account_windows row from a WorkItem, its validated model and its RequestOutput."""
+def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], tokenizer: Any = None) -> dict[str, Any]:
+    """One documents/account_windows row from a WorkItem, its validated model and its RequestOutput (`tokenizer`:
+    the engine's, to place each output token's log-probability in the field it spells)."""
     unit = item.unit
     row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file}
     fields = result.model_dump(mode="json")
@@ -127,8 +130,12 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str]) -> d
         from pipeline.grounding import is_grounded
 
         row.update(unit.context)
+        from pipeline.confidence import field_logprobs
+
+        logprobs = field_logprobs(out.text, list(out.token_ids), getattr(out, "logprobs", None), tokenizer,
+                                  tuple(fields)) if tokenizer is not None else None
         row.update(truncated=item.truncated, prompt_tokens_full=item.original_tokens, extraction_method="model",
-                   grounded=is_grounded(fields, item.visible_text))
+                   grounded=is_grounded(fields, item.visible_text), field_logprobs=logprobs)
     else:
         row.update({k: _fact_value(k, v) for k, v in unit.facts.items()})
         row.update(source_files=list(unit.source_files), tx_fingerprint=unit.context["tx_fingerprint"])
@@ -141,7 +148,8 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str]) -> d
 def einvoice_row(unit: Any, run: dict[str, str]) -> dict[str, Any]:
     """A documents row read from the unit's embedded e-invoice XML (no prompt, no generation)."""
     row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file, **unit.context}
-    row.update(truncated=False, prompt_tokens_full=0, extraction_method="embedded_xml", grounded=True)
+    row.update(truncated=False, prompt_tokens_full=0, extraction_method="embedded_xml", grounded=True,
+               field_logprobs=None)
     row.update(unit.extracted)
     row.update(prompt_tokens=0, output_tokens=0, finish_reason=None)
     row.update(run)

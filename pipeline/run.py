@@ -87,7 +87,8 @@ class BucketResult:
 def _params(kind: str, max_tokens: int, document_text: str | None = None) -> Any:
     from engine import SamplingParams
 
-    return SamplingParams(max_tokens=max_tokens, temperature=0.0, json_schema=decoding_schema(kind, document_text))
+    return SamplingParams(max_tokens=max_tokens, temperature=0.0, json_schema=decoding_schema(kind, document_text),
+                          logprobs=kind == "document")
 
 
 def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progress: Any = None) -> Iterator[BucketResult]:
@@ -111,7 +112,7 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
         try:
             for out in llm.generate_stream([i.prompt_token_ids for i in bucket.items], params, progress=False):
                 item = pending.pop(out.index)
-                _collect(res, item, out, run_fields)
+                _collect(res, item, out, run_fields, llm.tokenizer)
                 if progress is not None:
                     progress.update(1, len(out.token_ids))
         except Exception as exc:  # an engine failure costs this bucket's unfinished items, not the run
@@ -126,7 +127,7 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
         yield res
 
 
-def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, str]) -> None:
+def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, str], tokenizer: Any = None) -> None:
     u = item.unit
     res.prompt_tokens += item.n_tokens
     res.output_tokens += len(out.token_ids)
@@ -138,7 +139,7 @@ def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, 
     if isinstance(verdict, ErrorRecord):
         res.errors.append(verdict)
     else:
-        res.rows.append(output_row(item, verdict, out, run_fields))
+        res.rows.append(output_row(item, verdict, out, run_fields, tokenizer))
 
 
 # ------------------------------------------------------------------ composition

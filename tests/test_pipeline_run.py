@@ -159,6 +159,22 @@ def test_real_engine_run_is_reconciled_and_schema_valid(inputs: Path, tiny_model
     assert all(e["source_file"] for e in errs)
 
 
+
+def test_real_engine_rows_carry_field_logprobs(tiny_model: Path, tmp_path: Path) -> None:
+    inp = tmp_path / "in"
+    make_pdf(inp / "inv.pdf", ["Invoice INV-7 from Example Supplies GmbH\nDate 2024-03-01\nTotal 100.50 EUR"])
+    out = tmp_path / "out"
+    run_pipeline(_cfg(inp, out, tiny_model, max_tokens_document=600))
+    docs = read_dataset(out, "documents").to_pylist()
+    assert len(docs) == 1, read_dataset(out, "errors").to_pylist()
+    for d in docs:  # every value the model emitted has its log-probability; null fields have none
+        lps = d["field_logprobs"]
+        assert d["extraction_method"] == "model"
+        assert set(lps) == set(DocumentExtraction.model_fields)
+        assert all((lps[k] is not None and lps[k] <= 0.0) or d[k] is None for k in lps)
+        assert lps["doc_type"] is not None
+
+
 _CHILD = """
 import sys
 from pathlib import Path

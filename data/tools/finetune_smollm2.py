@@ -101,6 +101,8 @@ def main() -> int:
     ap.add_argument("--accum", type=int, default=4, help="examples per optimizer step")
     ap.add_argument("--save-every", type=float, default=10.0, help="minutes between adapter checkpoints")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--resume", default=None, help="continue training this adapter directory")
+    ap.add_argument("--seed", type=int, default=SEED, help="corpus seed (use a new one when resuming)")
     args = ap.parse_args()
 
     import torch
@@ -110,7 +112,7 @@ def main() -> int:
     from engine import export_hf_checkpoint, load_tokenizer
     from pipeline.models import resolve_model
 
-    torch.manual_seed(SEED)
+    torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     base = resolve_model(args.base)
     hf_dir = base
@@ -120,7 +122,7 @@ def main() -> int:
             export_hf_checkpoint(base, hf_dir)
     tok = load_tokenizer(hf_dir)
     t0 = time.perf_counter()
-    pairs = tokenize(build_examples(args.examples), tok)
+    pairs = tokenize(build_examples(args.examples, args.seed), tok)
     print(f"{len(pairs)} examples, mean {sum(len(p) + len(a) for p, a in pairs) / len(pairs):.0f} tokens "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
@@ -129,7 +131,12 @@ def main() -> int:
     config = LoraConfig(r=args.rank, lora_alpha=2 * args.rank, lora_dropout=0.0, bias="none",
                         target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                         layers_to_transform=list(range(args.first_layer, n_layers)))
-    model = get_peft_model(model, config)
+    if args.resume:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, args.resume, is_trainable=True)
+    else:
+        model = get_peft_model(model, config)
     model.print_trainable_parameters()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
@@ -178,7 +185,7 @@ def _save(model, out: Path, log: list, args: argparse.Namespace, seen: int) -> N
     cfg["base_model_name_or_path"] = args.base
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     (out / "training.json").write_text(json.dumps({
-        "base": args.base, "seed": SEED, "rank": args.rank, "first_layer": args.first_layer, "lr": args.lr,
+        "base": args.base, "seed": args.seed, "resumed_from": args.resume, "rank": args.rank, "first_layer": args.first_layer, "lr": args.lr,
         "accum": args.accum, "examples_seen": seen, "log": log}, indent=1) + "\n")
 
 

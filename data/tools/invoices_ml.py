@@ -102,6 +102,23 @@ SYMBOL = {"EUR": "€", "USD": "$", "GBP": "£", "INR": "Rs", "CHF": "CHF"}
 IBAN_COUNTRY = {"en": ["GB", "IE"], "de": ["DE", "AT", "CH"], "fr": ["FR", "BE"], "nl": ["NL", "BE"], "es": ["ES"]}
 SELLER_FORMS = {"en": ["Ltd", "Inc.", "LLC", "plc", "Limited"], "de": ["GmbH", "AG", "GmbH & Co. KG", "KG", "e.K."],
                 "fr": ["SAS", "SARL", "S.A.", "EURL"], "nl": ["B.V.", "N.V.", "V.O.F."], "es": ["S.L.", "S.A.", "S.L.U."]}
+FILLER = {
+    "en": ["All services are provided under our general terms and conditions, available on request.",
+           "Please quote the invoice number with your payment. Late payments may incur interest at the statutory rate.",
+           "Goods remain our property until paid in full. Questions about this invoice? Contact our billing team."],
+    "de": ["Es gelten unsere Allgemeinen Geschäftsbedingungen. Bitte geben Sie bei Zahlung die Rechnungsnummer an.",
+           "Die Ware bleibt bis zur vollständigen Bezahlung unser Eigentum.",
+           "Leistungszeitraum entspricht dem Rechnungsdatum, sofern nicht anders angegeben."],
+    "fr": ["Tout retard de paiement entraînera des pénalités au taux légal. Aucun escompte pour paiement anticipé.",
+           "Indemnité forfaitaire pour frais de recouvrement : 40 €. TVA acquittée sur les encaissements."],
+    "nl": ["Op al onze leveringen zijn de algemene voorwaarden van toepassing.",
+           "Vermeld bij betaling altijd het factuurnummer. Printen? Niet nodig."],
+    "es": ["Según las condiciones generales de venta. El pago deberá realizarse en el plazo indicado.",
+           "Inscrita en el Registro Mercantil. Conserve esta factura como justificante."],
+}
+REGISTRY_LINE = {"en": "Registered in England No. {n} · Directors: {p}", "de": "Amtsgericht {c} HRB {n} · Geschäftsführer: {p}",
+                 "fr": "RCS {c} B {n} · Gérant : {p}", "nl": "KvK {c} {n} · Directeur: {p}",
+                 "es": "Registro Mercantil de {c}, hoja {n} · Administrador: {p}"}
 NAME_WORDS = ["Nordlicht", "Blauwal", "Soleil", "Vega", "Tulp", "Kronos", "Alba", "Brisa", "Maple", "Quantum",
               "Helios", "Duna", "Polder", "Rhein", "Loire", "Sierra", "Thames", "Fenix", "Lumière", "Zuid"]
 
@@ -192,7 +209,7 @@ def invoice(rng: random.Random) -> Example:
     kv_style = rng.choice(["colon", "colon", "space", "lines", "glued"])
 
     rows, net = [], Decimal(0)
-    for _ in range(rng.randint(1, 6)):
+    for _ in range(rng.randint(1, 6) if rng.random() < 0.6 else rng.randint(6, 14)):
         qty = rng.randint(1, 9)
         unit = fake.money(rng, 1, 1500)
         net += unit * qty
@@ -208,6 +225,10 @@ def invoice(rng: random.Random) -> Example:
     b_street, b_city = fake.address(rng)
     printed_seller = seller if rng.random() < 0.8 else seller.upper()
     seller_block = [printed_seller, s_street, s_city]
+    words = printed_seller.split()
+    if len(words) >= 3 and rng.random() < 0.15:  # a long name wrapped onto two lines
+        cut = rng.randint(1, len(words) - 1)
+        seller_block = [" ".join(words[:cut]), " ".join(words[cut:]), s_street, s_city]
     if rng.random() < 0.6:
         seller_block.append(f"{L['tel'][lang]} +{rng.randint(30, 49)} {rng.randint(100, 999)} {rng.randint(1000, 99999)}")
     if rng.random() < 0.5:
@@ -260,6 +281,11 @@ def invoice(rng: random.Random) -> Example:
     lines.append(rng.choice(L["thanks"][lang]))
     if seller_only_in_footer or rng.random() < 0.4:
         lines.append(f"{seller} · {s_street} · {s_city}" if rng.random() < 0.5 else f"{seller} - {s_city}")
+    for para in rng.sample(FILLER[lang], k=rng.randint(0, len(FILLER[lang]))):
+        lines.append(para)
+    if rng.random() < 0.5:
+        lines.append(REGISTRY_LINE[lang].format(n=rng.randint(10000, 999999), p=fake.person(rng),
+                                                c=fake.address(rng)[1].split()[1].rstrip(",")))
     if rng.random() < 0.4:
         lines.append(L["page"][lang])
     text = "\n".join(lines)

@@ -76,15 +76,19 @@ def _party_ok(s: str) -> bool:
 
 
 def party_candidates(text: str) -> list[str]:
-    """Lines of the text that could name a party, their parts between separators, and each of those without up to
+    """Lines of the text that could name a party (also joined with the next line: long names wrap), their parts
+    between separators, and each of those without up to
     `MAX_LEADING_LABEL_WORDS` leading words ("Customer Grünwald Telecom Inc." -> "Grünwald Telecom Inc."), in
     document order."""
     found: list[str] = []
-    for line in text.splitlines():
-        line = " ".join(line.split())
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    for i, line in enumerate(lines):
         if not line:
             continue
         parts = [line] + [" ".join(p.split()).strip(" -") for p in _SEPARATORS.split(line)]
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if following and not _SEPARATORS.search(line + " " + following):  # a name wrapped onto the next line
+            parts.append(f"{line} {following}")
         for part in parts:
             words = part.split()
             found.extend(" ".join(words[i:]) for i in range(min(len(words), MAX_LEADING_LABEL_WORDS + 1)))
