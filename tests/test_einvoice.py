@@ -59,14 +59,6 @@ def _run(inputs: Path, out: Path, model: Path, **kw: object):
     return run_pipeline(cfg, llm=llm), llm
 
 
-@pytest.fixture()
-def fake_model(tmp_path: Path) -> Path:
-    d = tmp_path / "fake-model"
-    d.mkdir()
-    (d / "config.json").write_text("{}")
-    return d
-
-
 def test_run_reads_einvoices_from_xml_and_the_rest_with_the_model(tmp_path: Path, fake_model: Path) -> None:
     inputs = tmp_path / "in"
     einvoice_pdf(inputs / "einvoice.pdf", CII)

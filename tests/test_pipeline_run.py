@@ -32,14 +32,6 @@ def inputs(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture()
-def fake_model(tmp_path: Path) -> Path:
-    d = tmp_path / "fake-model"
-    d.mkdir()
-    (d / "config.json").write_text("{}")
-    return d
-
-
 def _cfg(inputs: Path, out: Path, model: Path, date: str = "2024-05-01", **kw: object) -> RunConfig:
     return RunConfig(input_dir=inputs, output_dir=out, model_dir=model, run_date=date, progress=False, **kw)
 
