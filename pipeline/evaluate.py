@@ -282,6 +282,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
         "eval_dir": str(gold_dir if gold_dir is not None else eval_dir), "gold_set": "real" if gold_dir else "synthetic",
         "extraction": extraction,
         "extraction_methods": {"embedded_xml": len(items) - len(model_items), "model": len(model_items)},
+        "extraction_method_by_item": {it.id: "model" if it.embedded is None else "embedded_xml" for it in items},
         "n_documents": scores.count["document"], "n_windows": scores.count["window"],
         "skipped_needs_ocr": skipped, "generation_seconds": round(elapsed, 2), **scores.report(), **extra,
         "outputs": {item.id: text for item, text in zip(items, texts)},

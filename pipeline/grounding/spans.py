@@ -36,8 +36,8 @@ REFERENCE_LABELS = (
 _LABEL = re.compile("(?:" + "|".join(REFERENCE_LABELS) + ")", re.I)
 _VALUE_AFTER = re.compile(r"[\s.:#\u00b0\u00ba]*(?:#\s?)?(?P<v>[A-Za-z0-9][\w/.\-]*)")
 _VALUE_AFTER_SAME_LINE = re.compile(r"[ \t.:#\u00b0\u00ba]*(?:# ?)?(?P<v>[A-Za-z0-9][\w/.\-]*)")
-# "Kundennr.30064443", "n\u00b0562044387": a label glued to its number; the number alone is a candidate too
-_GLUED_TAIL = re.compile(r"^[^\W\d_]+[.\u00b0\u00ba:#](?P<tail>\w[\w/.\-]*)$")
+# "Kundennr.30064443", "n\u00b0562044387": a number label glued to its number; the number alone is the candidate
+_GLUED_TAIL = re.compile(r"^[^\W\d_]*(?:nr|no|n|num|nummer|id)[.\u00b0\u00ba:#](?P<tail>\w[\w/.\-]*)$", re.I)
 _TOKEN = re.compile(r"[^\s:;,()\[\]<>\"'|]+")
 
 
@@ -64,10 +64,8 @@ def reference_candidates(text: str) -> list[str]:
     others = []
     for m in _TOKEN.finditer(text):
         token = _clean_token(m.group(0))
-        others.append((m.start(), token))
         tail = _GLUED_TAIL.match(token)
-        if tail:
-            others.append((m.start() + 0.5, _clean_token(tail["tail"])))
+        others.append((m.start(), _clean_token(tail["tail"]) if tail else token))
     return unique(in_order(labelled) + [v for v in in_order(others) if _is_reference(v)])
 
 
