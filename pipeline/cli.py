@@ -19,7 +19,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from rich.console import Console
 
-    from pipeline.config import EngineOptions, RunConfig, default_model_dir, default_model_note
+    from pipeline.config import EngineOptions, RunConfig, default_model_dir
     from pipeline.models import resolve_model
     from pipeline.report import run_summary_table
     from pipeline.run import run_pipeline
@@ -27,9 +27,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=False)
     try:
         model = resolve_model(args.model) if args.model else default_model_dir()
-        note = None if args.model else default_model_note()
-        if note:
-            console.print(f"[yellow]note:[/yellow] {note}")
     except FileNotFoundError as exc:
         console.print(f"[red]model not found:[/red] {exc}")
         return 2
@@ -88,8 +85,8 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--input", required=True, help="input directory (PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet)")
     p.add_argument("--output", default="output", help="output directory (default ./output)")
     p.add_argument("--model", default=None, help="a Hugging Face model directory, a .gguf file or a registered model "
-                                                "name (`pipeline models list`); default: finextract-smollm2, the fine-tuned SmolLM2 "
-                                                "(the 3.7M demo model if its base is not installed)")
+                                                "name (`pipeline models list`), or finextract-smollm2 (the fine-tuned SmolLM2 for real "
+                                                "invoices); default: the shipped demo model")
     p.add_argument("--run-date", type=dt.date.fromisoformat, default=None, help="partition date YYYY-MM-DD (default today)")
     p.add_argument("--limit", type=int, default=None, help="only the first N input files (path order)")
     p.add_argument("--force", action="store_true", help="re-process units already in the output")

@@ -20,29 +20,10 @@ def add_kv_cache_dtype_arg(parser: Any, default: str | None = None) -> None:
                              "and head (EngineOptions.kv_cache_dtype)")
 
 
-DEFAULT_MODEL_NAME = "finextract-smollm2"
-
-
-def default_model_note() -> str | None:
-    """Why `default_model_dir` fell back to the demo model, or None when the fine-tuned default is used."""
-    from pipeline.models import resolve_model  # noqa: PLC0415
-
-    try:
-        resolve_model(DEFAULT_MODEL_NAME)
-    except FileNotFoundError as exc:
-        return (f"the default model {DEFAULT_MODEL_NAME} is unavailable ({exc}); using the 3.7M demo model "
-                f"{DEMO_MODEL_NAME}, whose extractions of real documents are poor")
-    return None
-
-
 def default_model_dir() -> Path:
-    """The fine-tuned default, `finextract-smollm2` (a LoRA adapter in data/adapters over the registered
-    SmolLM2-135M-Instruct base, which the README's setup installs); when its base or adapter is missing, the
-    shipped demo model data/models/finextract-3m (see `default_model_note`)."""
-    if default_model_note() is None:
-        from pipeline.models import ADAPTERS  # noqa: PLC0415
-
-        return ADAPTERS[DEFAULT_MODEL_NAME]
+    """The model `pipeline run` uses without --model: for now the shipped 3.7M demo model. The fine-tuned
+    `finextract-smollm2` (`--model finextract-smollm2`) reads real invoices far better but does not yet hold the
+    synthetic held-out set's account windows (docs/eval/real-invoices), so it is not the default yet."""
     return demo_model_dir()
 
 

@@ -345,7 +345,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("eval", help="measure extraction quality on the held-out gold set",
                               description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="model directory, .gguf file or registered model name "
-                                                "(default: as `pipeline run`, the fine-tuned finextract-smollm2)")
+                                                "(default: as `pipeline run`, the shipped demo model)")
     p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
     add_kv_cache_dtype_arg(p, default="auto")
     p.add_argument("--json", default=None, help="also write the JSON report here")

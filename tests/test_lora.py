@@ -104,11 +104,15 @@ def test_pipeline_loads_an_adapter_directory_as_a_model(adapted: dict[str, Path]
         model_parts(spec)
 
 
-def test_default_model_falls_back_to_the_demo_model_with_a_note(monkeypatch: pytest.MonkeyPatch,
-                                                                  tmp_path: Path) -> None:
-    import pipeline.models as models
-    from pipeline.config import DEFAULT_MODEL_NAME, default_model_dir, default_model_note, demo_model_dir
+def test_finextract_smollm2_resolves_to_the_shipped_adapter_over_its_base() -> None:
+    from pipeline.models import ADAPTERS, model_parts, resolve_model
 
-    monkeypatch.setitem(models.ADAPTERS, DEFAULT_MODEL_NAME, tmp_path / "absent")
-    assert default_model_dir() == demo_model_dir()
-    assert "demo model" in (default_model_note() or "")
+    adapter = ADAPTERS["finextract-smollm2"]
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
+    size = (adapter / "adapter_model.safetensors").stat().st_size
+    assert size <= 25 * 1024 * 1024
+    try:
+        base = resolve_model("smollm2-135m-instruct")
+    except FileNotFoundError:
+        pytest.skip("the SmolLM2 base is not installed (scripts/setup.sh installs it)")
+    assert resolve_model("finextract-smollm2") == adapter and model_parts(adapter) == (base, adapter)
