@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from functools import lru_cache
 from collections.abc import Callable
 from typing import Any
 
@@ -39,14 +40,19 @@ MAX_ENUM_VALUES = 64
 MAX_SPAN_VALUES = 512
 
 
+@lru_cache(maxsize=256)
+def _scanned(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Every scanner's values for one text, once: the decoding schema and the finished row's `grounded` check
+    both ask for the same document, and the date scanner (dateparser) is the costly part."""
+    by_scan: dict[Callable[[str], list[str]], tuple[str, ...]] = {}
+    for scan in CANDIDATE_FIELDS.values():
+        if scan not in by_scan:
+            by_scan[scan] = tuple(scan(text))
+    return tuple((name, by_scan[scan]) for name, scan in CANDIDATE_FIELDS.items())
+
+
 def document_candidates(text: str) -> dict[str, list[str]]:
-    cache: dict[Callable[[str], list[str]], list[str]] = {}
-    out = {}
-    for name, scan in CANDIDATE_FIELDS.items():
-        if scan not in cache:
-            cache[scan] = scan(text)
-        out[name] = cache[scan]
-    return out
+    return {name: list(values) for name, values in _scanned(text)}
 
 
 def _capped(values: list[str], cap: int = MAX_ENUM_VALUES) -> list[str]:
@@ -96,12 +102,13 @@ def is_grounded(fields: dict[str, Any], text: str) -> bool:
     """Whether every value an extraction holds is one the document states: names and numbers as spans of its
     text; dates, amounts, accounts and currencies among the values its scanners find."""
     squashed = _squash(text)
+    found = document_candidates(text)
     for name in SPAN_FIELDS:
         value = fields.get(name)
         if value is not None and _squash(str(value)) not in squashed:
             return False
     for name in ("date", "currency", "amount", "account"):
         value = fields.get(name)
-        if value is not None and value not in CANDIDATE_FIELDS[name](text):
+        if value is not None and value not in found[name]:
             return False
     return True
