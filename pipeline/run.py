@@ -146,9 +146,10 @@ def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, 
 
 def write_run(staging: Staging, manifest: dict[str, Any]) -> dict[str, Any]:
     """Commit the staged parts (unless already committed) and publish them. Safe to retry: a
-    committed plan is never rewritten, and publishing rolls forward idempotently."""
+    committed plan is never rewritten, and publishing rolls forward idempotently. A `--force` run's upsert
+    touches only its own run_date partition."""
     if not (staging.root / COMMIT).exists():
-        staging.commit(manifest)
+        staging.commit(manifest, upsert="own_date" if manifest.get("force") else "all_dates")
     return publish_committed(staging.root, staging.output_dir)
 
 

@@ -16,14 +16,19 @@ Protocol:
    with the same run key reuses them (buckets are deterministic, so the rows are the same).
 2. `commit(manifest)`: writes the publish plan (`COMMIT.json`) atomically. From then on the run
    counts as done, and `recover()` can finish its publication after a crash.
-3. publish: rows of older parts whose `row_id` is in this run are removed (upsert: a re-processed
-   or retried unit never duplicates), then each part is renamed into its partition under a
-   content-addressed name, then the manifest is written and the staging directory removed.
-   Each step is idempotent, so rolling forward after a crash is always safe.
+3. publish, per dataset partition it changes: the partition's next version is built beside the live one
+   (unchanged parts hard-linked, parts holding replaced row_ids rewritten without them, the new parts added),
+   then swapped in by one atomic rename (renameat2 RENAME_EXCHANGE; two renames where the filesystem cannot).
+   A reader sees the old version or the new one, never a mix. The manifest is written last; the staging
+   directory is renamed out of the recovery scan before it is deleted. Each step is idempotent, so rolling
+   forward after a crash at any point is safe. The upsert spans all dates (a retried unit never appears twice),
+   except for `--force`, which changes only its own run_date's partitions.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -42,6 +47,7 @@ from pipeline.ids import stable_id
 STAGING = "_staging"
 MANIFESTS = "manifests"
 COMMIT = "COMMIT.json"
+TRASH = ".trash-"
 COMPRESSION = "zstd"
 
 
@@ -136,87 +142,197 @@ class Staging:
         return {ds: sorted((self.root / "parts" / ds).glob("*.parquet")) for ds in DATASETS}
 
     # ---- committing
-    def commit(self, manifest: dict[str, Any]) -> Path:
-        """Freeze the publish plan; after this the run is recoverable by roll-forward."""
+    def commit(self, manifest: dict[str, Any], upsert: str = "all_dates") -> Path:
+        """Freeze the publish plan; after this the run is recoverable by roll-forward. `upsert`: "all_dates"
+        (rows of this run replace their older copies wherever they are) or "own_date" (`--force`: only this
+        run_date's partition changes)."""
         plan: dict[str, list[list[str]]] = {}
         ids: list[str] = []
         for ds, parts in self.staged().items():
             for p in parts:
                 row_ids = pq.read_table(p, columns=["row_id"]).column("row_id").to_pylist()
                 ids.extend(row_ids)
-                name = f"part-{stable_id(ds, *sorted(row_ids), length=20)}.parquet"
+                name = _part_name(ds, row_ids)
                 dest = self.output_dir / ds / f"run_date={self.run_date}" / name
                 plan.setdefault(ds, []).append([str(p.relative_to(self.root)), str(dest.relative_to(self.output_dir))])
         _write_parquet(pa.table({"row_id": pa.array(sorted(set(ids)), pa.string())}), self.root / "row_ids.parquet")
-        commit = {"run_key": self.run_key, "run_date": self.run_date, "plan": plan, "manifest": manifest}
+        if upsert not in ("all_dates", "own_date"):
+            raise ValueError(f"unknown upsert scope: {upsert}")
+        commit = {"run_key": self.run_key, "run_date": self.run_date, "upsert": upsert, "plan": plan,
+                  "manifest": manifest}
         path = self.root / COMMIT
         _write_text(path, json.dumps(commit, indent=1, default=str))
         return path
 
     def discard(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self.root.exists():
+            _discard_staging(self.root)
 
 
-def _remove_rows(part: Path, ids: set[str], tmp_dir: Path) -> None:
-    """Rewrite `part` without rows whose row_id is in `ids` (delete it if nothing remains)."""
-    table = pq.read_table(part)
-    keep = pa.array([rid not in ids for rid in table.column("row_id").to_pylist()], pa.bool_())
-    kept = table.filter(keep)
-    if kept.num_rows == table.num_rows:
-        return
-    if kept.num_rows == 0:
-        part.unlink()
-        return
-    tmp = tmp_dir / f"{part.parent.parent.name}-{part.parent.name}-{part.name}"
-    _write_parquet(kept, tmp)
-    os.replace(tmp, part)
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """A second name for an immutable part (no copy on one filesystem); a copy where hard links are refused."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one atomic step (Linux renameat2 RENAME_EXCHANGE; Python's os has no binding for
+    it). False where the kernel, libc or filesystem cannot, and the caller falls back to two renames."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def _part_name(ds: str, row_ids: list[str]) -> str:
+    return f"part-{stable_id(ds, *sorted(row_ids), length=20)}.parquet"
+
+
+def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: set[str]) -> bool:
+    """The partition's next version in `build`: live parts without rows this run replaces, plus the new parts.
+    Unchanged parts are hard links, rewritten ones get content-addressed names. False if nothing would change."""
+    live_parts = sorted(p for p in live.glob("*.parquet") if not p.name.startswith((".", "_"))) if live.is_dir() else []
+    staged: list[tuple[Path, pa.Table | None]] = []
+    changed = bool(new_parts)
+    for part in live_parts:
+        ids = pq.read_table(part, columns=["row_id"]).column("row_id").to_pylist()
+        if not any(i in new_ids for i in ids):
+            staged.append((part, None))
+            continue
+        changed = True
+        table = pq.read_table(part)
+        kept = table.filter(pa.array([i not in new_ids for i in ids], pa.bool_()))
+        if kept.num_rows:
+            staged.append((part, kept))
+    if not changed:
+        return False
+    shutil.rmtree(build, ignore_errors=True)
+    build.mkdir(parents=True)
+    for part, kept in staged:
+        if kept is None:
+            _link_or_copy(part, build / part.name)
+        else:
+            _write_parquet(kept, build / _part_name(ds, kept.column("row_id").to_pylist()))
+    for src, name in new_parts:  # written last: a new part supersedes a rewritten one of the same rows
+        dest = build / name
+        if dest.exists():
+            dest.unlink()
+        _link_or_copy(src, dest)
+    _fsync_dir(build)
+    return True
+
+
+def _swap_in(live: Path, build: Path, spare: Path) -> None:
+    """Make `build` the live partition in one rename; the previous version ends at `build` (exchange) or `spare`."""
+    live.parent.mkdir(parents=True, exist_ok=True)
+    if not live.exists():
+        os.rename(build, live)
+    elif not _exchange(build, live):
+        os.rename(live, spare)  # readers briefly see no partition, never a half-updated one
+        os.rename(build, live)
+    _fsync_dir(live.parent)
+
+
+def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: set[str]) -> None:
+    """Publish one dataset partition's next version atomically. Idempotent: the built version's inode, recorded
+    before the swap, tells a roll-forward whether the swap already happened."""
+    build, spare, record = work / "next", work / "previous", work / "inode"
+    if record.exists():
+        inode = int(record.read_text())
+        if not (live.exists() and live.stat().st_ino == inode):
+            if not build.exists():
+                raise RuntimeError(f"cannot finish publishing {live}: its built version is missing")
+            _swap_in(live, build, spare)
+    else:
+        work.mkdir(parents=True, exist_ok=True)
+        if not _build_partition(live, build, ds, new_parts, new_ids):
+            return
+        _write_text(record, str(build.stat().st_ino))
+        _swap_in(live, build, spare)
+    shutil.rmtree(build, ignore_errors=True)
+    shutil.rmtree(spare, ignore_errors=True)
+
+
+def _discard_staging(staging_root: Path) -> None:
+    """Remove a finished staging directory: first renamed out of the recovery scan (one atomic step, so a crash
+    mid-removal never leaves a half-deleted commit that looks unfinished), then deleted."""
+    trash = staging_root.parent / f"{TRASH}{staging_root.name}"
+    shutil.rmtree(trash, ignore_errors=True)
+    os.rename(staging_root, trash)
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def publish_committed(staging_root: Path, output_dir: Path) -> dict[str, Any]:
-    """Roll a committed staging directory forward into the published datasets. Idempotent."""
+    """Roll a committed staging directory forward. Each dataset partition it changes is replaced in one atomic
+    swap; the manifest comes last. The upsert (rows of this run replace published rows with the same row_id) spans
+    all run dates, so a retried unit never appears twice, except for `--force`, which touches only its own date's
+    partition. Idempotent: safe to repeat after a crash at any point."""
     commit = json.loads((staging_root / COMMIT).read_text())
+    run_date = commit["run_date"]
     new_ids = set(pq.read_table(staging_root / "row_ids.parquet").column("row_id").to_pylist())
-    destinations = {output_dir / dest for entries in commit["plan"].values() for _, dest in entries}
-    tmp_dir = staging_root / "rewrite"
-    tmp_dir.mkdir(exist_ok=True)
-    for ds in DATASETS:  # upsert: older copies of these units go away first
-        for part in published_parts(output_dir, ds):
-            if part in destinations:
-                continue
-            present = set(pq.read_table(part, columns=["row_id"]).column("row_id").to_pylist())
-            if present & new_ids:
-                _remove_rows(part, new_ids, tmp_dir)
-    for ds, entries in commit["plan"].items():
-        for src, dest in entries:
-            s, d = staging_root / src, output_dir / dest
-            if s.exists():
-                d.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(s, d)
-    manifest_path = output_dir / MANIFESTS / f"run_date={commit['run_date']}" / f"manifest-{commit['run_key']}.json"
+    for ds in DATASETS:
+        target = output_dir / ds / f"run_date={run_date}"
+        partitions = {target}
+        if commit.get("upsert", "all_dates") == "all_dates":
+            partitions |= {p.parent for p in published_parts(output_dir, ds)}
+        for live in sorted(partitions):
+            parts = [(staging_root / src, Path(dest).name) for src, dest in commit["plan"].get(ds, [])] \
+                if live == target else []
+            _publish_partition(staging_root / "publish" / ds / live.name, live, ds, parts, new_ids)
+    manifest_path = output_dir / MANIFESTS / f"run_date={run_date}" / f"manifest-{commit['run_key']}.json"
     _write_text(manifest_path, json.dumps(commit["manifest"], indent=1, default=str))
-    shutil.rmtree(staging_root, ignore_errors=True)
+    _discard_staging(staging_root)
     return commit["manifest"]
+
+
+def _staging_dirs(output_dir: Path) -> list[Path]:
+    """Staging directories of runs (not the trash of finished ones, which is removed here)."""
+    root = output_dir / STAGING
+    if not root.is_dir():
+        return []
+    dirs = []
+    for st in sorted(root.iterdir()):
+        if st.name.startswith(TRASH):
+            shutil.rmtree(st, ignore_errors=True)
+        elif st.is_dir():
+            dirs.append(st)
+    return dirs
 
 
 def roll_forward(output_dir: Path) -> list[str]:
     """Finish publishing every committed-but-unpublished run (after a crash). Returns their keys."""
     rolled = []
-    root = output_dir / STAGING
-    if root.is_dir():
-        for st in sorted(root.iterdir()):
-            if st.is_dir() and (st / COMMIT).exists():
-                publish_committed(st, output_dir)
-                rolled.append(st.name)
+    for st in _staging_dirs(output_dir):
+        if (st / COMMIT).exists():
+            publish_committed(st, output_dir)
+            rolled.append(st.name)
     return rolled
 
 
 def drop_stale(output_dir: Path, keep: str) -> list[str]:
     """Remove uncommitted staging of other run keys (inputs, model or prompt changed since)."""
     dropped = []
-    root = output_dir / STAGING
-    if root.is_dir():
-        for st in sorted(root.iterdir()):
-            if st.is_dir() and st.name != keep and not (st / COMMIT).exists():
-                shutil.rmtree(st, ignore_errors=True)
-                dropped.append(st.name)
+    for st in _staging_dirs(output_dir):
+        if st.name != keep and not (st / COMMIT).exists():
+            shutil.rmtree(st, ignore_errors=True)
+            dropped.append(st.name)
     return dropped

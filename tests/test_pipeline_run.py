@@ -100,6 +100,21 @@ def test_new_run_date_skips_done_units_without_duplicating(inputs: Path, fake_mo
     assert {r["run_date"] for r in second["documents"]} == {"2024-05-01"}
 
 
+def test_force_for_one_date_leaves_other_dates_partitions_alone(inputs: Path, fake_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run_pipeline(_cfg(inputs, out, fake_model), llm=FakeLLM())
+    first = _snapshot(out)
+    files = {p.relative_to(out): p.stat().st_mtime_ns for p in out.glob("*/run_date=2024-05-01/*")}
+    run_pipeline(_cfg(inputs, out, fake_model, date="2024-05-02", force=True), llm=FakeLLM())
+    second = _snapshot(out)
+    assert {p.relative_to(out): p.stat().st_mtime_ns for p in out.glob("*/run_date=2024-05-01/*")} == files
+    for ds in DATASETS:
+        old = [{**r, "run_date": None} for r in second[ds] if r["run_date"] == "2024-05-01"]
+        new = [{**r, "run_date": None} for r in second[ds] if r["run_date"] == "2024-05-02"]
+        assert old == [{**r, "run_date": None} for r in first[ds]]
+        assert sorted(r["row_id"] for r in new) == sorted(r["row_id"] for r in old)
+
+
 def test_model_or_prompt_identity_is_part_of_row_ids(inputs: Path, fake_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run_pipeline(_cfg(inputs, out, fake_model), llm=FakeLLM())
