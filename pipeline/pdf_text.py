@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from pypdf import PdfReader
 
+TEXT_VERSION = "pdftext-v1"  # bump when the text a PDF yields changes: document row ids carry it
+
 _HSPACE = re.compile(r"[ \t\u00a0]+")
 
 

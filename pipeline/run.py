@@ -43,22 +43,24 @@ from pipeline.models import load_llm, model_identity, model_template_sha
 from pipeline.prompts import chat_template_sha
 from pipeline.sink import COMMIT, Staging, drop_stale, output_lock, publish_committed, published_ids, roll_forward
 from pipeline.validate import decoding_schema, validate_completion
-from pipeline.work import WorkUnit, document_units, prompt_version, schema_version, window_units
+from pipeline.work import WorkUnit, document_units, output_settings, prompt_version, schema_version, window_units
 
 __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm", "model_identity", "plan_units",
            "prepare_requests", "run_pipeline", "write_run"]
 
 # ------------------------------------------------------------------ units
 
-def plan_units(result: IngestResult, model_id: str, version: str | None = None, extraction: str = "auto"
-               ) -> tuple[list[WorkUnit], list[ErrorRecord]]:
+def plan_units(result: IngestResult, model_id: str, version: str | None = None, extraction: str = "auto",
+               settings: dict[str, str] | None = None) -> tuple[list[WorkUnit], list[ErrorRecord]]:
     """Documents and account windows as work units (`version`: the prompt version their row ids carry; `extraction`:
-    "auto" reads embedded e-invoices, "model" sends every document to the model). A failure of the window
+    "auto" reads embedded e-invoices, "model" sends every document to the model; `settings`: per kind, the
+    `output_settings` their row ids carry). A failure of the window
     aggregation becomes error rows (one per source file, accounting for its rows), never a crash."""
-    units = document_units(result.documents, model_id, version, extraction)
+    settings = settings or {}
+    units = document_units(result.documents, model_id, version, extraction, settings.get("document", ""))
     errors: list[ErrorRecord] = []
     try:
-        units += window_units(result.transactions, result.file_sha(), model_id, version)
+        units += window_units(result.transactions, result.file_sha(), model_id, version, settings.get("window", ""))
     except Exception as exc:
         counts = Counter(result.transactions.column("source_file").to_pylist())
         for f, n in sorted(counts.items()):
@@ -212,6 +214,12 @@ def _run_key(cfg: RunConfig, model_id: str, version: str, result: IngestResult, 
                      max_model_len, cfg.force, cfg.limit, cfg.extraction, files, sorted(todo), length=16)
 
 
+def _output_settings(cfg: RunConfig) -> dict[str, str]:
+    e = cfg.engine
+    return {"document": output_settings(dtype=e.dtype, max_tokens=cfg.max_tokens_document, max_model_len=e.max_model_len),
+            "window": output_settings(dtype=e.dtype, max_tokens=cfg.max_tokens_window, max_model_len=e.max_model_len)}
+
+
 def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> RunSummary:
     """ingest -> plan -> skip done -> prepare -> infer (staged per bucket) -> commit -> publish.
 
@@ -231,7 +239,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
                                exclude=(output_dir,), progress=cfg.progress)
         timings["ingest"] = time.perf_counter() - t
         t = time.perf_counter()
-        units, plan_errors = plan_units(result, model_id, version, cfg.extraction)
+        units, plan_errors = plan_units(result, model_id, version, cfg.extraction, _output_settings(cfg))
         tx_table = transaction_rows(result.transactions, result.file_sha(), schema_version())
         done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions"))
         todo = [u for u in units if u.row_id not in done]

@@ -3,8 +3,9 @@
     document_units(documents, model_id) -> list[WorkUnit]
     window_units(transactions, file_sha, model_id) -> list[WorkUnit]
 
-A unit's `row_id` is deterministic (content hash + prompt version + schema version + model id),
-so the already-done check and upserts key on it. Window facts (counts, sums, flags' counts) come
+A unit's `row_id` is deterministic: it hashes every input that can change the row (content, reader and
+grounding versions, prompt, schema, model with adapter and quantization, dtype, token budget, context length),
+so the already-done check and upserts key on it and a re-run with other settings never keeps stale rows. Window facts (counts, sums, flags' counts) come
 from `pipeline.windows.window_facts` (polars); the model only classifies and narrates them.
 """
 
@@ -62,11 +63,20 @@ class WorkUnit:
         return encode_prompt(tokenizer, "window", facts=self.facts)
 
 
-def document_row_id(doc_id: str, model_id: str, version: str | None = None) -> str:
-    """A model's row depends on the file, the prompt, the schema, the model and what grounding lets it answer."""
-    from pipeline.grounding import GROUNDING_VERSION
+def output_settings(*, dtype: str, max_tokens: int, max_model_len: int | None) -> str:
+    """The run options, besides model, prompt and schema, that can change a model's answer: compute dtype, the
+    answer's token budget and the context length (None: the model's own limit, which its files fix)."""
+    return stable_id("settings", dtype, max_tokens, "model" if max_model_len is None else max_model_len, length=12)
 
-    return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id, GROUNDING_VERSION)
+
+def document_row_id(doc_id: str, model_id: str, version: str | None = None, settings: str = "") -> str:
+    """A model's row depends on the file, the text read from it, the prompt, the schema, the model, the run
+    options that change answers (`output_settings`) and what grounding lets it answer."""
+    from pipeline.grounding import GROUNDING_VERSION
+    from pipeline.pdf_text import TEXT_VERSION
+
+    return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id, GROUNDING_VERSION,
+                     TEXT_VERSION, settings)
 
 
 def einvoice_row_id(doc_id: str) -> str:
@@ -77,11 +87,11 @@ def einvoice_row_id(doc_id: str) -> str:
 
 
 def document_units(documents: pa.Table, model_id: str, version: str | None = None,
-                   extraction: str = "auto") -> list[WorkUnit]:
+                   extraction: str = "auto", settings: str = "") -> list[WorkUnit]:
     """One unit per ingested PDF document (documents are already unique by content hash). `version`: the
     prompt version (`prompt_version(template_sha)`), default the completion style's. With `extraction="auto"` a
     PDF carrying an e-invoice this reader understands is extracted from its XML (`pipeline.einvoice`); "model"
-    sends every document to the model."""
+    sends every document to the model. `settings`: `output_settings` of the document requests."""
     from pipeline.einvoice import einvoice_fields
 
     units = []
@@ -89,7 +99,7 @@ def document_units(documents: pa.Table, model_id: str, version: str | None = Non
         context = {k: row.get(k) for k in DOCUMENT_CONTEXT_FIELDS}
         xml = row.get("einvoice_xml")
         fields = einvoice_fields(xml) if extraction == "auto" and xml else None
-        row_id = einvoice_row_id(row["doc_id"]) if fields else document_row_id(row["doc_id"], model_id, version)
+        row_id = einvoice_row_id(row["doc_id"]) if fields else document_row_id(row["doc_id"], model_id, version, settings)
         units.append(WorkUnit(row_id=row_id, kind="document", source_files=[row["source_file"]], text=row["text"],
                               context=context, extracted=fields))
     return units
@@ -112,8 +122,9 @@ def _membership(transactions: pa.Table, file_sha: dict[str, str]) -> pl.DataFram
 
 
 def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str,
-                 version: str | None = None) -> list[WorkUnit]:
-    """One unit per (account, month) window with the polars-computed facts the prompt states."""
+                 version: str | None = None, settings: str = "") -> list[WorkUnit]:
+    """One unit per (account, month) window with the polars-computed facts the prompt states (`settings`:
+    `output_settings` of the window requests)."""
     if transactions.num_rows == 0:
         return []
     from pipeline.windows import window_facts
@@ -127,7 +138,7 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str
             raise RuntimeError(f"window_facts returned a window with no transactions: {key}")
         fingerprint = stable_id("txset", m["tx_ids"])
         row_id = stable_id("window", key[0], key[1], fingerprint, version or prompt_version(), schema_version(),
-                           model_id)
+                           model_id, settings)
         units.append(WorkUnit(row_id=row_id, kind="window", source_files=list(m["source_files"]), facts=dict(facts),
                               context={"tx_fingerprint": fingerprint}, n_rows=int(m["n_rows"])))
     return units

@@ -115,6 +115,38 @@ def test_force_for_one_date_leaves_other_dates_partitions_alone(inputs: Path, fa
         assert sorted(r["row_id"] for r in new) == sorted(r["row_id"] for r in old)
 
 
+@pytest.mark.parametrize(("change", "redone"), [
+    ({"max_tokens_document": 96}, {"documents"}),
+    ({"max_tokens_window": 96}, {"account_windows"}),
+    ({"engine": {"dtype": "float32"}}, {"documents", "account_windows"}),
+    ({"engine": {"max_model_len": 1024}}, {"documents", "account_windows"}),
+    ("pipeline.pdf_text.TEXT_VERSION", {"documents"}),
+    ("pipeline.grounding.GROUNDING_VERSION", {"documents"}),
+    ("pipeline.ingest.transactions.PARSER_VERSION", {"account_windows", "transactions"}),
+], ids=["max_tokens_document", "max_tokens_window", "dtype", "max_model_len", "pdf-text-version",
+        "grounding-version", "transaction-parser-version"])
+def test_every_output_changing_setting_is_part_of_row_ids(inputs: Path, fake_model: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch, change: object,
+                                                          redone: set[str]) -> None:
+    """A re-run with a setting that can change answers re-does exactly the rows it affects (never keeps stale ones)."""
+    out = tmp_path / "out"
+    run_pipeline(_cfg(inputs, out, fake_model), llm=FakeLLM())
+    before = {ds: {r["row_id"] for r in rows} for ds, rows in _snapshot(out).items()}
+    kw: dict = {}
+    if isinstance(change, str):
+        monkeypatch.setattr(change, "changed-for-test")
+    else:
+        kw = dict(change)  # type: ignore[call-overload]
+    again = run_pipeline(_cfg(inputs, out, fake_model, **kw), llm=FakeLLM())
+    after = {ds: {r["row_id"] for r in rows} for ds, rows in _snapshot(out).items()}
+    for ds in ("documents", "account_windows", "transactions"):
+        if ds in redone:
+            assert before[ds] and len(after[ds] - before[ds]) == len(before[ds]) == len(after[ds]) // 2, ds
+        else:
+            assert after[ds] == before[ds], ds
+    assert again.reconciliation["balanced"]
+
+
 def test_model_or_prompt_identity_is_part_of_row_ids(inputs: Path, fake_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run_pipeline(_cfg(inputs, out, fake_model), llm=FakeLLM())

@@ -35,10 +35,13 @@ JSON_SUFFIXES = frozenset({".jsonl", ".ndjson", ".json"})
 PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
 TRANSACTION_SUFFIXES = DELIMITED_SUFFIXES | JSON_SUFFIXES | PARQUET_SUFFIXES
 
+PARSER_VERSION = "tx-v1"  # bump when a transaction file reads differently: transaction row ids carry it
+
 
 def transaction_row_id(file_sha256: str, source_row: int) -> str:
-    """Id of one transaction: its file's content and its position there."""
-    return stable_id("tx", file_sha256, source_row)
+    """Id of one transaction: its file's content, its position there and the reader's version (a reader that
+    parses the row differently makes a different row)."""
+    return stable_id("tx", file_sha256, source_row, PARSER_VERSION)
 
 
 def file_unit_id(file_sha256: str, source_file: str) -> str:
