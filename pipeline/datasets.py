@@ -37,7 +37,9 @@ def _fact_type(key: str) -> pa.DataType:
     if key.endswith("_count"):
         return pa.int64()
     if key in ("credits", "debits", "net"):
-        return pa.decimal128(18, 2)
+        from pipeline.windows import FACT_PRECISION, FACT_SCALE
+
+        return pa.decimal128(FACT_PRECISION, FACT_SCALE)
     if key.startswith("period_"):
         return pa.date32()
     return pa.string()

@@ -43,12 +43,16 @@ from pipeline.models import load_llm, model_identity, model_template_sha
 from pipeline.prompts import chat_template_sha
 from pipeline.sink import COMMIT, Staging, drop_stale, output_lock, publish_committed, published_ids, roll_forward
 from pipeline.validate import decoding_schema, validate_completion
+from pipeline.windows import out_of_range
 from pipeline.work import WorkUnit, document_units, output_settings, prompt_version, schema_version, window_units
 
 __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm", "model_identity", "plan_units",
            "prepare_requests", "run_pipeline", "write_run"]
 
 # ------------------------------------------------------------------ units
+
+VALUE_OUT_OF_RANGE = "ValueOutOfRange"  # a window whose sums do not fit their declared decimal type
+
 
 def plan_units(result: IngestResult, model_id: str, version: str | None = None, extraction: str = "auto",
                settings: dict[str, str] | None = None) -> tuple[list[WorkUnit], list[ErrorRecord]]:
@@ -60,7 +64,16 @@ def plan_units(result: IngestResult, model_id: str, version: str | None = None, 
     units = document_units(result.documents, model_id, version, extraction, settings.get("document", ""))
     errors: list[ErrorRecord] = []
     try:
-        units += window_units(result.transactions, result.file_sha(), model_id, version, settings.get("window", ""))
+        windows = window_units(result.transactions, result.file_sha(), model_id, version, settings.get("window", ""))
+        for u in windows:
+            reason = out_of_range(u.facts)
+            if reason is None:
+                units.append(u)
+            else:
+                errors.append(ErrorRecord(row_id=u.row_id, unit=Unit.WINDOW, source_file=u.source_file,
+                                          stage=Stage.PREPARE, error_class=VALUE_OUT_OF_RANGE,
+                                          message=f"window {u.facts['account']} {u.facts['period_start']}: {reason}",
+                                          n_rows=u.n_rows))
     except Exception as exc:
         counts = Counter(result.transactions.column("source_file").to_pylist())
         for f, n in sorted(counts.items()):
@@ -325,7 +338,8 @@ def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str,
     doc_file_errors = sum(1 for e in errs if e["unit"] == Unit.DOCUMENT and e["stage"] == Stage.INGEST)
     doc_errors = sum(1 for e in errs if e["unit"] == Unit.DOCUMENT and e["stage"] != Stage.INGEST)
     win_errors = by_unit[Unit.WINDOW]
-    n_windows = sum(1 for u in units if u.kind == "window")
+    n_windows = sum(1 for u in units if u.kind == "window") + sum(
+        1 for e in errs if e["unit"] == Unit.WINDOW and e["error_class"] == VALUE_OUT_OF_RANGE)
     row_errors = by_unit[Unit.ROW]
     rows_read = tx_table.num_rows + row_errors
     pdf_files = sum(1 for f in files if f["kind"] == "pdf" and f["status"] != "duplicate")

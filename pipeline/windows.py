@@ -18,6 +18,8 @@ STRUCTURING_LOW = 9_000  # round cash credits in [9000, 10000) sit just under th
 CASH_PATTERN = r"(?i)\b(cash|atm)\b"
 
 _CENT = Decimal("0.01")
+FACT_PRECISION, FACT_SCALE = 18, 2  # credits, debits and net are stored as decimal128(18, 2)
+_FACT_LIMIT = Decimal(10) ** (FACT_PRECISION - FACT_SCALE)
 
 
 def _fmt(value: object) -> str:
@@ -94,6 +96,16 @@ def window_facts(transactions: pa.Table | pl.DataFrame) -> list[dict[str, object
             "foreign_count": int(r["foreign_count"]),
         })
     return rows
+
+
+def out_of_range(facts: dict[str, object]) -> str | None:
+    """Why a window's sums do not fit their declared decimal type, or None. Each row fits its own type, but
+    enough of them in one account-month can sum beyond it; such a window must fail before inference, not when
+    its row is written."""
+    bad = [f"{k} {facts[k]}" for k in ("credits", "debits", "net") if abs(Decimal(str(facts[k]))) >= _FACT_LIMIT]
+    if not bad:
+        return None
+    return f"{', '.join(bad)} do not fit decimal({FACT_PRECISION},{FACT_SCALE}) (|value| < 1e{FACT_PRECISION - FACT_SCALE})"
 
 
 _FLAG_COUNTS = {
