@@ -191,3 +191,21 @@ def test_realdata_bank_exports() -> None:
     assert schwab.rows[0]["currency"] == "USD" and len(schwab.errors) == 1  # the "Transactions Total" line
     revolut = read("ofxstmt-revolut_2022-january.csv")
     assert len(revolut.rows) == 9 and not revolut.errors  # pending rows fall back to the start date
+
+
+@pytest.mark.parametrize(("raw", "column_comma", "expected"), [
+    ("1.234,56 €", False, "1234.5600"),     # its own comma decimal, in a point-decimal column
+    ("1,234.56", True, "1234.5600"),        # its own point decimal, in a comma-decimal column
+    ("-12,5", False, "-12.5000"),           # one comma, one digit after: a decimal comma
+    ("3.75", True, "3.7500"),
+    ("1.234.567", False, "1234567.0000"),   # repeated separator: thousands groups
+    ("1,234", False, "1234.0000"),          # ambiguous: the column decides
+    ("1,234", True, "1.2340"),
+    ("1.234", True, "1234.0000"),
+])
+def test_the_decimal_mark_is_read_per_value_with_the_column_as_hint(raw: str, column_comma: bool, expected: str) -> None:
+    from decimal import Decimal
+
+    from pipeline.ingest.values import parse_amount
+
+    assert parse_amount(raw, column_comma)[0] == Decimal(expected)

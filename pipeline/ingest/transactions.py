@@ -35,7 +35,7 @@ JSON_SUFFIXES = frozenset({".jsonl", ".ndjson", ".json"})
 PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
 TRANSACTION_SUFFIXES = DELIMITED_SUFFIXES | JSON_SUFFIXES | PARQUET_SUFFIXES
 
-PARSER_VERSION = "tx-v1"  # bump when a transaction file reads differently: transaction row ids carry it
+PARSER_VERSION = "tx-v2"  # v2: decimal mark per value. Bump when a transaction file reads differently: transaction row ids carry it
 
 
 def transaction_row_id(file_sha256: str, source_row: int) -> str:

@@ -84,8 +84,29 @@ def detect_decimal_comma(samples: list[str], default: bool = False) -> bool:
     return comma > point
 
 
+def value_decimal_comma(s: str, hint: bool) -> bool:
+    """Whether ',' is this value's decimal mark. The value decides where it can: with both marks the last one is
+    the decimal mark; a mark that repeats groups thousands; a single mark not followed by exactly three digits is
+    decimal. Only a lone mark before three digits ("1,234", "1.234") is ambiguous and takes `hint` (the column's
+    or file's locale). Written here because no parsing library infers the mark per value: babel and
+    price-parser both need the locale up front."""
+    last_c, last_p = s.rfind(","), s.rfind(".")
+    if last_c >= 0 and last_p >= 0:
+        return last_c > last_p
+    if last_c < 0 and last_p < 0:
+        return hint
+    mark = "," if last_c >= 0 else "."
+    if s.count(mark) > 1:
+        return mark == "."
+    digits_after = len(s) - max(last_c, last_p) - 1
+    if digits_after != 3:
+        return mark == ","
+    return hint
+
+
 def parse_amount(raw: str | None, decimal_comma: bool) -> tuple[Decimal | None, str | None]:
-    """Parse one amount cell into (Decimal rounded to 4 places, currency found in the cell).
+    """Parse one amount cell into (Decimal rounded to 4 places, currency found in the cell). `decimal_comma` is
+    the column's decimal mark, used only where the value itself is ambiguous (`value_decimal_comma`).
 
     Returns (None, None) for an empty cell; raises ValueError with a reason for an unparseable one.
     """
@@ -108,7 +129,7 @@ def parse_amount(raw: str | None, decimal_comma: bool) -> tuple[Decimal | None, 
         negative, s = not negative, s[1:]
     elif s.startswith("+"):
         s = s[1:]
-    if decimal_comma:
+    if value_decimal_comma(s, decimal_comma):
         s = s.replace(".", "").replace(",", ".")
     else:
         s = s.replace(",", "")
