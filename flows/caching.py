@@ -47,14 +47,14 @@ def code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def input_fingerprint(input_dir: Path, exclude: tuple[Path, ...] = (),
-                      limit: int | None = None) -> list[tuple[str, str]]:
+def input_fingerprint(input_dir: Path, exclude: tuple[Path, ...] = (), limit: int | None = None,
+                      exclude_globs: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """(relative path, SHA-256) of exactly the files ingest will read, in its order, then the paths it skips
     (they are not read, but each becomes an error row, so they are part of what ingest returns)."""
     from pipeline.ingest.discover import discover
 
     root = input_dir.resolve()
-    paths, skipped = discover(root, exclude)
+    paths, skipped = discover(root, exclude, exclude_globs)
     if limit is not None:
         paths = paths[:limit]
     return ([(p.relative_to(root).as_posix(), file_sha256(p)) for p in paths]
@@ -68,6 +68,7 @@ def ingest_cache_key(_ctx: Any, params: dict[str, Any]) -> str | None:
         return None
     exclude = tuple(Path(p) for p in params.get("exclude") or ())
     limit = params.get("limit")
-    files = input_fingerprint(input_dir, exclude, limit)
+    globs = tuple(params.get("exclude_globs") or ())
+    files = input_fingerprint(input_dir, exclude, limit, globs)
     return "ingest-" + stable_id(str(input_dir), str(input_dir.resolve()), limit, params.get("default_currency"),
-                                 code_fingerprint(), files)
+                                 code_fingerprint(), files, globs)

@@ -38,7 +38,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "max_model_len": args.max_model_len}.items() if v is not None})
         cfg = RunConfig(
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
-            run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force,
+            run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force, exclude=args.exclude,
             default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
             extraction=args.extraction,
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
@@ -89,6 +89,10 @@ def _add_run(sub: Any) -> None:
                                                 "invoices); default: the shipped demo model")
     p.add_argument("--run-date", type=dt.date.fromisoformat, default=None, help="partition date YYYY-MM-DD (default today)")
     p.add_argument("--limit", type=int, default=None, help="only the first N input files (path order)")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out input paths matching GLOB (relative to --input; a folder excludes what is in "
+                        "it); repeatable. Excluded files get no error row; the manifest counts them. Without it "
+                        "hidden and _-prefixed files are skipped with a Skipped error row")
     p.add_argument("--force", action="store_true", help="re-process units already in the output")
     p.add_argument("--default-currency", default=None, help="ISO code for logs that name no currency")
     p.add_argument("--extraction", choices=["auto", "model"], default="auto",

@@ -67,6 +67,8 @@ class RunConfig(BaseModel):
     run_date: dt.date = Field(default_factory=dt.date.today)
     limit: int | None = Field(default=None, ge=1, description="only the first N input files, in path order")
     force: bool = False
+    exclude: list[str] = Field(default_factory=list, description="globs of input paths (relative to input_dir) "
+                               "to leave out on purpose: no error row, counted in the manifest")
     default_currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
     max_tokens_document: int = Field(default=160, ge=8)
     max_tokens_window: int = Field(default=160, ge=8)

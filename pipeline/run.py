@@ -249,7 +249,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
     with output_lock(output_dir):
         recovered = roll_forward(output_dir)
         result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
-                               exclude=(output_dir,), progress=cfg.progress)
+                               exclude=(output_dir,), exclude_globs=tuple(cfg.exclude), progress=cfg.progress)
         timings["ingest"] = time.perf_counter() - t
         t = time.perf_counter()
         units, plan_errors = plan_units(result, model_id, version, cfg.extraction, _output_settings(cfg))
@@ -373,7 +373,7 @@ def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str,
         engine_stats=llm.stats() if llm is not None else {},
         inputs={"files": len(files), "by_kind": dict(kinds), "bytes": sum(f["size_bytes"] for f in files),
                 "documents": docs_ingested, "transaction_rows": rows_read, "windows": n_windows,
-                "buckets_resumed": resumed},
+                "buckets_resumed": resumed, "excluded": result.excluded},
         outputs=out_counts,
         errors_by_stage=dict(Counter(e["stage"] for e in errs)),
         errors_by_class=dict(Counter(e["error_class"] for e in errs)),

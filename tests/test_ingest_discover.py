@@ -60,6 +60,25 @@ def test_hidden_and_underscore_files_are_skipped_with_an_error_row_each(tmp_path
     assert res.transactions.num_rows == 1
 
 
+def test_explicit_exclude_globs_leave_files_out_without_error_rows_and_are_counted(tmp_path: Path) -> None:
+    (tmp_path / "ok.csv").write_text(CSV)
+    (tmp_path / "_draft.csv").write_text(CSV)
+    (tmp_path / "notes.tmp").write_text("scratch")
+    (tmp_path / "archive" / "2023").mkdir(parents=True)
+    (tmp_path / "archive" / "2023" / "old.csv").write_text(CSV)
+    (tmp_path / "archive_keep.csv").write_text(CSV.replace("Coffee", "Tea"))
+    res = ingest(tmp_path, exclude_globs=("*.tmp", "archive", "_draft.csv"))
+    assert sorted(f["source_file"] for f in res.files.to_pylist()) == ["archive_keep.csv", "ok.csv"]
+    assert res.errors.num_rows == 0 and res.excluded == 3
+
+
+def test_exclude_reaches_the_manifest_from_the_cli(tmp_path: Path) -> None:
+    from pipeline.cli import build_parser
+
+    args = build_parser().parse_args(["run", "--input", str(tmp_path), "--exclude", "*.tmp", "--exclude", "old"])
+    assert args.exclude == ["*.tmp", "old"]
+
+
 def test_a_pipeline_run_with_skipped_files_still_reconciles(tmp_path: Path) -> None:
     from pipeline.config import RunConfig
     from pipeline.run import run_pipeline
@@ -76,3 +95,8 @@ def test_a_pipeline_run_with_skipped_files_still_reconciles(tmp_path: Path) -> N
     m = run_pipeline(cfg, llm=FakeLLM()).manifest
     assert m["reconciliation"]["balanced"] and m["reconciliation"]["files"] == 2
     assert m["errors_by_class"].get("Skipped") == 1
+    cfg = RunConfig(input_dir=inputs, output_dir=tmp_path / "out2", model_dir=model, progress=False,
+                    exclude=["_skip.csv"])
+    m = run_pipeline(cfg, llm=FakeLLM()).manifest
+    assert m["reconciliation"]["balanced"] and m["reconciliation"]["files"] == 1
+    assert "Skipped" not in m["errors_by_class"] and m["inputs"]["excluded"] == 1

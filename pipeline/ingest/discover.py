@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import signal
 import threading
@@ -45,6 +46,7 @@ class IngestResult:
     transactions: pa.Table
     errors: pa.Table
     files: pa.Table
+    excluded: int = 0  # files left out by the user's --exclude globs (not listed in `files`)
 
     def file_sha(self) -> dict[str, str]:
         return dict(zip(self.files.column("source_file").to_pylist(), self.files.column("sha256").to_pylist()))
@@ -64,27 +66,44 @@ def printable_name(rel: str) -> str:
         return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def discover(input_dir: Path, exclude: tuple[Path, ...] = ()) -> tuple[list[Path], list[Path]]:
+def excluded_by(rel: str, globs: tuple[str, ...]) -> bool:
+    """Whether a relative path matches an `--exclude` glob: the path itself (`*.tmp`, `logs/old_*.csv`) or a
+    folder above it (`archive`, `archive/2023`)."""
+    return any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(rel, g.rstrip("/") + "/*") for g in globs)
+
+
+def discover(input_dir: Path, exclude: tuple[Path, ...] = (), exclude_globs: tuple[str, ...] = ()
+             ) -> tuple[list[Path], list[Path]]:
     """(inputs, skipped): regular files under input_dir, each sorted by relative path. Hidden and `_`-prefixed
     paths are skipped (each still gets a `Skipped` error row from `ingest`); `exclude` trees (the run's own
-    output folder inside the input) are left out entirely."""
+    output folder inside the input) and paths matching the user's `exclude_globs` are left out entirely (the
+    manifest counts the latter)."""
+    return _walk(input_dir, exclude, exclude_globs)[:2]
+
+
+def _walk(input_dir: Path, exclude: tuple[Path, ...], exclude_globs: tuple[str, ...]
+          ) -> tuple[list[Path], list[Path], int]:
     root = input_dir.resolve()
     excl = tuple(p.resolve() for p in exclude)
-    inputs, skipped = [], []
+    inputs, skipped, n_excluded = [], [], 0
     for path in root.rglob("*"):
         if not path.is_file() or path.is_symlink() or any(path.resolve().is_relative_to(e) for e in excl):
             continue
-        (skipped if _is_hidden(path.relative_to(root)) else inputs).append(path)
+        rel = path.relative_to(root)
+        if excluded_by(rel.as_posix(), exclude_globs):
+            n_excluded += 1
+            continue
+        (skipped if _is_hidden(rel) else inputs).append(path)
 
     def order(paths: list[Path]) -> list[Path]:
         return sorted(paths, key=lambda p: p.relative_to(root).as_posix())
 
-    return order(inputs), order(skipped)
+    return order(inputs), order(skipped), n_excluded
 
 
-def discover_files(input_dir: Path, exclude: tuple[Path, ...] = ()) -> list[Path]:
+def discover_files(input_dir: Path, exclude: tuple[Path, ...] = (), exclude_globs: tuple[str, ...] = ()) -> list[Path]:
     """The files `ingest` reads (see `discover`)."""
-    return discover(input_dir, exclude)[0]
+    return discover(input_dir, exclude, exclude_globs)[0]
 
 
 def _size(path: Path) -> int:
@@ -128,13 +147,14 @@ def ingest(
     limit: int | None = None,
     default_currency: str | None = None,
     exclude: tuple[Path, ...] = (),
+    exclude_globs: tuple[str, ...] = (),
     progress: bool = False,
 ) -> IngestResult:
     """Read every input file (the first `limit` in path order when given) into Arrow tables."""
     root = Path(input_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"input directory not found: {root}")
-    paths, skipped = discover(root, exclude)
+    paths, skipped, n_excluded = _walk(root, exclude, exclude_globs)
     if limit is not None:
         paths = paths[:limit]
     docs: list[PdfDocument] = []
@@ -155,7 +175,8 @@ def ingest(
                       "status": "skipped", "n_rows": 0, "n_errors": 1, "details": None})
         errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
                                   stage=Stage.DISCOVER, error_class="Skipped",
-                                  message="skipped: hidden or '_'-prefixed path (not ingested; rename it to include it)",
+                                  message="skipped: hidden or '_'-prefixed path (not ingested; rename it to include it, "
+                                          "or pass --exclude to leave it out without an error row)",
                                   n_rows=0))
     for path in iterator:
         rel = printable_name(path.relative_to(base).as_posix())
@@ -213,4 +234,5 @@ def ingest(
         transactions=rows_to_table(tx_rows),
         errors=errors_to_table(errors),
         files=pa.Table.from_pylist(files, schema=FILE_ARROW_SCHEMA),
+        excluded=n_excluded,
     )
