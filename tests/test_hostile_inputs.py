@@ -38,3 +38,53 @@ def test_a_window_sum_beyond_its_decimal_type_is_an_error_row_before_inference(t
     assert "credits" in errs[0]["message"]
     assert read_dataset(tmp_path / "out", "account_windows").num_rows == 1  # April's window
     assert read_dataset(tmp_path / "out", "transactions").num_rows == 102
+
+
+HEADER = "date,amount,currency,counterparty,description,account\n"
+GOOD = "2024-03-0{d},12.50,EUR,Shop,coffee,ACC-1\n"
+
+
+def _read(text: str, name: str = "x.csv"):  # type: ignore[no-untyped-def]
+    from pipeline.ingest.transactions import read_transactions
+
+    return read_transactions(text.encode(), name, "sha", None)
+
+
+def test_a_10_mb_field_costs_its_own_row_only() -> None:
+    text = HEADER + GOOD.format(d=1) + '2024-03-02,1.00,EUR,Shop,"' + "x" * 10_000_000 + '",ACC-1\n' + GOOD.format(d=3)
+    tf = _read(text)
+    assert [r["source_row"] for r in tf.rows] == [2, 4]
+    assert [(e.error_class, e.source_row, e.unit) for e in tf.errors] == [("BadRecord", 3, "row")]
+    assert "field larger than field limit" in tf.errors[0].message
+
+
+def test_cr_only_line_endings_are_read_row_by_row() -> None:
+    tf = _read((HEADER + GOOD.format(d=1) + GOOD.format(d=2) + GOOD.format(d=3)).replace("\n", "\r"))
+    assert [r["source_row"] for r in tf.rows] == [2, 3, 4] and not tf.errors
+
+
+def test_a_quoted_field_over_two_lines_stays_one_record_next_to_a_broken_one() -> None:
+    text = (HEADER + '2024-03-01,1.00,EUR,Shop,"two\nlines",ACC-1\n' + "2024-03-03,2.00,EUR,Shop,\"x\"y\"" + "z" * 200_000
+            + '",ACC-1\n' + GOOD.format(d=5))
+    tf = _read(text)
+    assert [(r["source_row"], r["description"]) for r in tf.rows] == [(2, "two\nlines"), (5, "coffee")]
+    assert [(e.error_class, e.source_row) for e in tf.errors] == [("BadRecord", 4)]
+
+
+def test_a_100k_deep_json_line_is_one_bad_row() -> None:
+    rec = '{{"date":"2024-03-0{d}","amount":"1.00","currency":"EUR","account":"A"}}\n'
+    tf = _read(rec.format(d=1) + "[" * 100_000 + "]" * 100_000 + "\n" + rec.format(d=3), "x.jsonl")
+    assert [r["source_row"] for r in tf.rows] == [1, 3]
+    assert [(e.error_class, e.source_row) for e in tf.errors] == [("BadJSON", 2)]
+
+
+def test_a_run_over_the_hostile_logs_reconciles_every_row(tmp_path: Path, fake_model: Path) -> None:
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "big_field.csv").write_text(HEADER + GOOD.format(d=1) + '2024-03-02,1,EUR,S,"' + "x" * 300_000 + '",A\n')
+    (inp / "cr.csv").write_text((HEADER + GOOD.format(d=1) + GOOD.format(d=2)).replace("\n", "\r"))
+    (inp / "deep.jsonl").write_text('{"date":"2024-03-01","amount":"1","currency":"EUR","account":"A"}\n'
+                                    + "[" * 50_000 + "]" * 50_000 + "\n")
+    m = _run(inp, tmp_path / "out", fake_model).manifest
+    rec = m["reconciliation"]
+    assert rec["balanced"] and rec["transaction_rows_output"] == 4 and rec["transaction_row_errors"] == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ class RawTable:
     headerless: bool = False
     preamble: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    bad_records: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): each one row error
 
     def preamble_hints(self) -> tuple[str | None, str | None]:
         """(account, currency) mentioned in preamble lines, e.g. an IBAN or 'EUR'."""
@@ -90,8 +92,15 @@ def decode_candidates(data: bytes) -> list[tuple[str, str]]:
     return out
 
 
+def _split_line(line: str, delimiter: str) -> list[str]:
+    try:
+        return next(csv.reader([line], delimiter=delimiter, skipinitialspace=False), [])
+    except csv.Error:  # an oversized or malformed line is no header candidate (its record fails on its own later)
+        return []
+
+
 def _split(lines: list[str], delimiter: str) -> list[list[str]]:
-    return [next(csv.reader([ln], delimiter=delimiter, skipinitialspace=False), []) for ln in lines]
+    return [_split_line(ln, delimiter) for ln in lines]
 
 
 @dataclass
@@ -141,23 +150,33 @@ def _headerless_layout(text: str) -> tuple[str, int, int] | None:
     return best[1], best[2], 0
 
 
-def _records(text: str, delimiter: str, start_line: int) -> list[tuple[int, list[str]]]:
-    """CSV records from line `start_line` (0-based) with their 1-based starting line numbers."""
+def _records(text: str, delimiter: str, start_line: int) -> tuple[list[tuple[int, list[str]]], list[tuple[int, str]]]:
+    """(records, bad records) from line `start_line` (0-based), each with its 1-based starting line number.
+    A record the csv module rejects (a field over its size limit, a stray quote) becomes a bad record and
+    reading resumes at the next line, so one broken record never costs the file's other rows."""
     lines = physical_lines(text, keepends=True)
-    body = "".join(lines[start_line:])
-    reader = csv.reader(io.StringIO(body), delimiter=delimiter)
+    pos = start_line
+
+    def feed() -> Iterator[str]:
+        nonlocal pos
+        while pos < len(lines):
+            pos += 1
+            yield lines[pos - 1]
+
+    source = feed()
     out: list[tuple[int, list[str]]] = []
-    prev = 0
-    try:
-        for rec in reader:
-            line_no = start_line + prev + 1
-            prev = reader.line_num
-            if not rec or not any(c.strip() for c in rec):
-                continue
-            out.append((line_no, rec))
-    except csv.Error as exc:
-        raise NotATable(f"malformed CSV near line {start_line + prev + 1}: {exc}") from exc
-    return out
+    bad: list[tuple[int, str]] = []
+    while pos < len(lines):
+        reader = csv.reader(source, delimiter=delimiter)
+        first = pos
+        try:
+            for rec in reader:
+                line_no, first = first + 1, pos
+                if rec and any(c.strip() for c in rec):
+                    out.append((line_no, rec))
+        except csv.Error as exc:
+            bad.append((first + 1, f"malformed CSV record at line {first + 1}: {exc}"))
+    return out, bad
 
 
 def parse_delimited(data: bytes) -> RawTable:
@@ -176,14 +195,14 @@ def parse_delimited(data: bytes) -> RawTable:
     if cand is not None and cand.header_index is not None:
         lines = physical_lines(text)
         header = _split([lines[cand.header_index]], cand.delimiter)[0]
-        rows = _records(text, cand.delimiter, cand.header_index + 1)
+        rows, bad = _records(text, cand.delimiter, cand.header_index + 1)
         return RawTable(header=[h.strip() for h in header], rows=rows, match=cand.match, encoding=enc,
-                        delimiter=cand.delimiter, preamble=lines[: cand.header_index])
+                        delimiter=cand.delimiter, preamble=lines[: cand.header_index], bad_records=bad)
     layout = _headerless_layout(text)
     if layout is None:
         raise NotATable("no header with a date and an amount column, and no consistent delimited layout")
     delimiter, modal, _ = layout
-    records = _records(text, delimiter, 0)
+    records, bad = _records(text, delimiter, 0)
     first = next((k for k, (_, rec) in enumerate(records) if len(rec) == modal), 0)
     preamble = [delimiter.join(rec) for _, rec in records[:first]]
     body = records[first:]
@@ -194,4 +213,5 @@ def parse_delimited(data: bytes) -> RawTable:
     if match.score < 10:
         raise NotATable("header-less table: no column of dates and amounts could be identified")
     return RawTable(header=header, rows=body, match=match, encoding=enc, delimiter=delimiter, headerless=True,
-                    preamble=preamble, notes=["no header row; column roles inferred from cell contents"])
+                    preamble=preamble, notes=["no header row; column roles inferred from cell contents"],
+                    bad_records=bad)

@@ -35,7 +35,9 @@ JSON_SUFFIXES = frozenset({".jsonl", ".ndjson", ".json"})
 PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
 TRANSACTION_SUFFIXES = DELIMITED_SUFFIXES | JSON_SUFFIXES | PARQUET_SUFFIXES
 
-PARSER_VERSION = "tx-v2"  # v2: decimal mark per value. Bump when a transaction file reads differently: transaction row ids carry it
+# Transaction row ids carry it: bump it when a file reads differently (v2: decimal mark per value; v3: a broken
+# record costs its own row only).
+PARSER_VERSION = "tx-v3"
 
 
 def transaction_row_id(file_sha256: str, source_row: int) -> str:
@@ -87,6 +89,8 @@ def _json_records(data: bytes, source_file: str, sha: str, suffix: str) -> tuple
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise NotATable(f"invalid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise NotATable("JSON nested too deeply to decode") from exc
         if isinstance(doc, dict):  # {"transactions": [...]} and similar wrappers
             lists = [v for v in doc.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
             if len(lists) != 1:
@@ -108,6 +112,9 @@ def _json_records(data: bytes, source_file: str, sha: str, suffix: str) -> tuple
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
             errors.append(_row_error(sha, source_file, i, "BadJSON", f"line {i}: {exc.msg}"))
+            continue
+        except RecursionError:
+            errors.append(_row_error(sha, source_file, i, "BadJSON", f"line {i}: nested too deeply to decode"))
             continue
         if not isinstance(rec, dict):
             errors.append(_row_error(sha, source_file, i, "BadRecord", f"line {i} is not a JSON object"))
@@ -289,5 +296,6 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
                           stage=Stage.INGEST, error_class=cls, message=f"not a transaction log we can read: {exc}",
                           n_rows=0)
         return TransactionFile(errors=[err])
-    result.errors = pre_errors + result.errors
+    bad = [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in table.bad_records]
+    result.errors = sorted(pre_errors + bad + result.errors, key=lambda e: e.source_row or 0)
     return result
