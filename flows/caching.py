@@ -15,18 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.ids import stable_id
+from pipeline.ids import file_sha256, stable_id
 
-_CHUNK = 1 << 22
-
-
-def file_sha256(path: Path) -> str:
-    """Streamed SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _package_dirs() -> Iterable[Path]:
@@ -61,6 +51,10 @@ def input_fingerprint(input_dir: Path, exclude: tuple[Path, ...] = (), limit: in
             + [(p.relative_to(root).as_posix(), "skipped") for p in skipped])
 
 
+def _limits_key(limits: Any) -> Any:
+    return limits.model_dump() if hasattr(limits, "model_dump") else limits
+
+
 def ingest_cache_key(_ctx: Any, params: dict[str, Any]) -> str | None:
     """Prefect `cache_key_fn` for the ingest task (None, i.e. no caching, if the folder is missing)."""
     input_dir = Path(params["input_dir"])
@@ -71,4 +65,4 @@ def ingest_cache_key(_ctx: Any, params: dict[str, Any]) -> str | None:
     globs = tuple(params.get("exclude_globs") or ())
     files = input_fingerprint(input_dir, exclude, limit, globs)
     return "ingest-" + stable_id(str(input_dir), str(input_dir.resolve()), limit, params.get("default_currency"),
-                                 code_fingerprint(), files, globs)
+                                 code_fingerprint(), files, globs, _limits_key(params.get("limits")))

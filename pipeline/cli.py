@@ -40,7 +40,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
             run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force, exclude=args.exclude,
             default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
-            extraction=args.extraction,
+            extraction=args.extraction, limits=_limits(args),
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
         )
     except ValidationError as exc:
@@ -106,6 +106,7 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--bucket-size", type=int, default=None, help="requests per length bucket")
+    add_limit_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_run)
 
@@ -175,6 +176,27 @@ def _register_external(sub: Any, name: str, module: str, help_text: str) -> None
     except Exception as exc:  # noqa: BLE001 - any failure must leave the rest of the CLI usable
         p = sub.add_parser(name, help=f"{help_text} (unavailable)", add_help=True)
         p.set_defaults(func=_unavailable(name, module, exc), accepts_any_arguments=True)
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    from pipeline.ingest import IngestLimits
+
+    given = {"max_file_bytes": args.max_file_mb and int(args.max_file_mb * (1 << 20)), "max_pages": args.max_pages,
+             "max_text_chars": args.max_text_chars, "parse_seconds": args.parse_timeout,
+             "max_worker_memory_bytes": args.max_worker_memory_mb and int(args.max_worker_memory_mb * (1 << 20))}
+    return IngestLimits(**{k: v for k, v in given.items() if v is not None})
+
+
+def add_limit_args(p: argparse.ArgumentParser) -> None:
+    """Per-file ingestion bounds (IngestLimits); each breach is that file's error row, never the run's end."""
+    g = p.add_argument_group("per-file limits (a file over one becomes its error row)")
+    g.add_argument("--max-file-mb", type=float, default=None, help="larger files are not read (default 512)")
+    g.add_argument("--max-pages", type=int, default=None, help="PDFs with more pages are not extracted (default 5000)")
+    g.add_argument("--max-text-chars", type=int, default=None, help="longest PDF text layer (default 20,000,000)")
+    g.add_argument("--parse-timeout", type=float, default=None,
+                   help="seconds per file, plus 3 s per MiB (default 120); the parser process is killed after it")
+    g.add_argument("--max-worker-memory-mb", type=float, default=None,
+                   help="resident memory of the parser process (default 8192)")
 
 
 def build_parser() -> argparse.ArgumentParser:

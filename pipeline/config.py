@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pipeline.ingest.limits import IngestLimits
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL_NAME = "finextract-3m"
 KV_CACHE_DTYPES = ("auto", "int8")
@@ -80,6 +82,7 @@ class RunConfig(BaseModel):
                                     "from its XML; model: every document goes to the model")
     progress: bool = True
     engine: EngineOptions = Field(default_factory=EngineOptions)
+    limits: IngestLimits = Field(default_factory=IngestLimits, description="per-file bounds of ingestion")
 
     @field_validator("model_dir", mode="before")
     @classmethod

@@ -152,7 +152,7 @@ class Staging:
             for p in parts:
                 row_ids = pq.read_table(p, columns=["row_id"]).column("row_id").to_pylist()
                 ids.extend(row_ids)
-                name = _part_name(ds, row_ids)
+                name = _part_name(ds, self.run_key, row_ids)
                 dest = self.output_dir / ds / f"run_date={self.run_date}" / name
                 plan.setdefault(ds, []).append([str(p.relative_to(self.root)), str(dest.relative_to(self.output_dir))])
         _write_parquet(pa.table({"row_id": pa.array(sorted(set(ids)), pa.string())}), self.root / "row_ids.parquet")
@@ -203,8 +203,11 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(a))
 
 
-def _part_name(ds: str, row_ids: list[str]) -> str:
-    return f"part-{stable_id(ds, *sorted(row_ids), length=20)}.parquet"
+def _part_name(ds: str, origin: str, row_ids: list[str]) -> str:
+    """A part's file name: unique to its rows and where they come from (the run that wrote them, or the part
+    they were rewritten from). A name never reappears with other contents, so a reader that listed one
+    version of a partition and opens a file after the swap either finds the same bytes or no file."""
+    return f"part-{stable_id(ds, origin, *sorted(row_ids), length=20)}.parquet"
 
 
 def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: set[str]) -> bool:
@@ -231,7 +234,7 @@ def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Pat
         if kept is None:
             _link_or_copy(part, build / part.name)
         else:
-            _write_parquet(kept, build / _part_name(ds, kept.column("row_id").to_pylist()))
+            _write_parquet(kept, build / _part_name(ds, part.name, kept.column("row_id").to_pylist()))
     for src, name in new_parts:  # written last: a new part supersedes a rewritten one of the same rows
         dest = build / name
         if dest.exists():

@@ -88,3 +88,48 @@ def test_a_run_over_the_hostile_logs_reconciles_every_row(tmp_path: Path, fake_m
     m = _run(inp, tmp_path / "out", fake_model).manifest
     rec = m["reconciliation"]
     assert rec["balanced"] and rec["transaction_rows_output"] == 4 and rec["transaction_row_errors"] == 2
+
+
+def test_a_parser_that_hangs_in_c_crashes_or_blows_memory_costs_only_its_file(tmp_path: Path) -> None:
+    """Each misbehaving file becomes its own error row (the worker is killed and restarted); the good files
+    around them are read. SIGALRM could interrupt none of these."""
+    from pipeline.ingest import IngestLimits, ingest
+    from pipeline.ingest.worker import FileWorker
+    from tests.helpers.hostile_parsers import hostile_parse
+
+    for name in ("a_ok.csv", "crash.csv", "hang.csv", "m_ok.csv", "oom.csv", "z_ok.csv"):
+        (tmp_path / name).write_text(HEADER + GOOD.format(d=1).replace("coffee", name))
+    limits = IngestLimits(parse_seconds=3, parse_seconds_per_mib=0, max_worker_memory_bytes=512 << 20)
+    with FileWorker(limits, parser=hostile_parse) as worker:
+        res = ingest(tmp_path, limits=limits, worker=worker)
+    errs = {e["source_file"]: e["error_class"] for e in res.errors.to_pylist()}
+    assert errs == {"crash.csv": "ParserCrashed", "hang.csv": "FileTimeout", "oom.csv": "MemoryLimit"}
+    assert sorted(res.transactions.column("source_file").to_pylist()) == ["a_ok.csv", "m_ok.csv", "z_ok.csv"]
+    assert res.files.num_rows == 6
+
+
+def test_file_size_page_and_text_limits_are_error_rows(tmp_path: Path) -> None:
+    from pipeline.ingest import IngestLimits, ingest
+    from tests.helpers.pipeline_inputs import make_pdf
+
+    (tmp_path / "big.csv").write_text(HEADER + GOOD.format(d=1) * 2000)
+    (tmp_path / "small.csv").write_text(HEADER + GOOD.format(d=2))
+    make_pdf(tmp_path / "pages.pdf", ["page one", "page two", "page three"])
+    make_pdf(tmp_path / "wordy.pdf", ["word " * 400])
+    make_pdf(tmp_path / "fine.pdf", ["short invoice"])
+    res = ingest(tmp_path, limits=IngestLimits(max_file_bytes=20_000, max_pages=2, max_text_chars=1000))
+    errs = {e["source_file"]: (e["error_class"], e["unit"]) for e in res.errors.to_pylist()}
+    assert errs == {"big.csv": ("FileTooLarge", "file"), "pages.pdf": ("TooManyPages", "document"),
+                    "wordy.pdf": ("TextTooLong", "document")}
+    assert res.documents.column("source_file").to_pylist() == ["fine.pdf"] and res.transactions.num_rows == 1
+
+
+def test_limits_are_set_from_the_cli(tmp_path: Path) -> None:
+    from pipeline.cli import _limits, build_parser
+
+    args = build_parser().parse_args(["run", "--input", str(tmp_path), "--max-file-mb", "1.5", "--max-pages", "9",
+                                      "--parse-timeout", "7", "--max-worker-memory-mb", "700"])
+    lim = _limits(args)
+    assert (lim.max_file_bytes, lim.max_pages, lim.parse_seconds, lim.max_worker_memory_bytes) == \
+        (int(1.5 * (1 << 20)), 9, 7.0, 700 << 20)
+    assert lim.max_text_chars == 20_000_000

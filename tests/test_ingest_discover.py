@@ -26,14 +26,16 @@ def test_a_non_utf8_file_name_is_read_and_named_printably(tmp_path: Path) -> Non
 def test_an_unreadable_file_is_an_error_row_not_an_aborted_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("a.csv", "b.csv", "c.csv"):
         (tmp_path / name).write_text(CSV.replace("Coffee", name))
-    read_bytes = Path.read_bytes
+    from pipeline.ingest import discover
 
-    def failing_read(self: Path) -> bytes:
-        if self.name == "b.csv":
-            raise OSError(errno.EIO, os.strerror(errno.EIO), str(self))
-        return read_bytes(self)
+    read = discover.file_sha256
 
-    monkeypatch.setattr(Path, "read_bytes", failing_read)
+    def failing_read(path: Path) -> str:
+        if Path(path).name == "b.csv":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+        return read(path)
+
+    monkeypatch.setattr(discover, "file_sha256", failing_read)
     res = ingest(tmp_path)
     assert res.files.num_rows == 3 and res.transactions.num_rows == 2
     err = res.errors.to_pylist()

@@ -1,12 +1,15 @@
 """Ingestion stage: input directory -> Arrow tables (documents, transactions, errors, files).
 
-    ingest(input_dir, *, limit=None, default_currency=None, exclude=(), progress=False) -> IngestResult
+    ingest(input_dir, *, limit=None, default_currency=None, exclude=(), exclude_globs=(), limits=None,
+           progress=False) -> IngestResult
 
-Each file is isolated: whatever happens inside one file (corrupt PDF, unknown encoding, a parser
-bug) ends as an error row for that file and the run continues. Every discovered file appears in
+Each file is isolated: it is parsed in a worker process under `IngestLimits` (size, pages, text length, time,
+memory), so whatever happens inside one file (corrupt PDF, unknown encoding, a parser bug, a hang in C code, a
+crash) ends as an error row for that file and the run continues. Every discovered file appears in
 `IngestResult.files` with its kind and status, so a run can be reconciled against its input.
 """
 
 from pipeline.ingest.discover import IngestResult, discover_files, ingest
+from pipeline.ingest.limits import IngestLimits
 
-__all__ = ["IngestResult", "discover_files", "ingest"]
+__all__ = ["IngestLimits", "IngestResult", "discover_files", "ingest"]

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
-from pipeline.ids import sha256_bytes
-from pipeline.ingest.pdf import PdfDocument, documents_to_table, read_pdf
-from pipeline.ingest.transactions import TRANSACTION_SUFFIXES, file_unit_id, read_transactions, rows_to_table
+from pipeline.ids import file_sha256, sha256_bytes
+from pipeline.ingest.limits import IngestLimits
+from pipeline.ingest.pdf import PdfDocument, documents_to_table, pdf_doc_error_id
+from pipeline.ingest.transactions import TRANSACTION_SUFFIXES, file_unit_id, rows_to_table
+from pipeline.ingest.worker import FileFailure, FileTask, FileWorker, ParsedPdf
 
 FILE_ARROW_SCHEMA = pa.schema(
     [
@@ -30,13 +28,6 @@ FILE_ARROW_SCHEMA = pa.schema(
         pa.field("details", pa.string(), nullable=True),  # JSON: how a log was read
     ]
 )
-PER_FILE_TIMEOUT_S = 120
-
-
-class FileTimeout(Exception):
-    """A single file took longer than the per-file limit."""
-
-
 @dataclass
 class IngestResult:
     """Arrow tables produced by ingestion; `files` lists every input file exactly once."""
@@ -122,23 +113,66 @@ def file_kind(rel: str, head: bytes) -> str:
     return "unsupported"
 
 
-@contextmanager
-def _time_limit(seconds: int) -> Iterator[None]:
-    """SIGALRM guard against pathological files (only possible on the main thread)."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
-        yield
+def _head(path: Path, n: int = 8) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
+def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, default_currency: str | None,
+                seen: dict[str, str], files: list[dict], docs: list[PdfDocument], tx_tables: list[pa.Table],
+                errors: list[ErrorRecord]) -> None:
+    """One file into its outputs or its error row; nothing that goes wrong here stops the run."""
+    size, read_error = _size(path), None
+    try:  # streamed: identity and kind without holding the file's bytes
+        sha, head = file_sha256(path), _head(path)
+    except OSError as exc:  # permission denied, EIO, vanished
+        read_error = f"{type(exc).__name__}: {exc.strerror or exc}"
+        sha, head = sha256_bytes(b"unreadable:" + rel.encode()), b""  # its path stands in for its content
+    kind = file_kind(rel, head)
+    entry = {"source_file": rel, "kind": kind, "sha256": sha, "size_bytes": size, "status": "ok",
+             "n_rows": 0, "n_errors": 0, "details": None}
+    files.append(entry)
+
+    def file_error(cls: str, msg: str, stage: str = Stage.INGEST) -> None:
+        if kind == "pdf" and stage == Stage.INGEST:  # a PDF that fails to read is a document that failed
+            errors.append(ErrorRecord(row_id=pdf_doc_error_id(sha), unit=Unit.DOCUMENT, source_file=rel,
+                                      stage=stage, error_class=cls, message=msg))
+        else:
+            errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
+                                      stage=stage, error_class=cls, message=msg, n_rows=0))
+        entry["status"], entry["n_errors"] = "error", 1
+
+    if read_error is not None:
+        file_error("UnreadableFile", f"cannot read the file ({read_error})", Stage.DISCOVER)
         return
-
-    def _raise(signum: int, frame: object) -> None:
-        raise FileTimeout(f"file took longer than {seconds}s")
-
-    old = signal.signal(signal.SIGALRM, _raise)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    if sha in seen:
+        file_error("DuplicateFile", f"same content as {seen[sha]} (processed once, under that path)", Stage.DISCOVER)
+        entry["status"] = "duplicate"
+        return
+    seen[sha] = rel
+    if kind == "unsupported":
+        file_error("UnsupportedFormat", f"'{Path(rel).suffix or '(no extension)'}' files are not ingested; "
+                   "expected PDF, CSV/TSV/TXT/DAT, JSONL/JSON or Parquet", Stage.DISCOVER)
+        return
+    if size > limits.max_file_bytes:
+        file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_file_bytes:,} (max_file_bytes; "
+                   "raise it with --max-file-mb, or split the file)")
+        return
+    out = worker.parse(FileTask(kind, str(path), rel, sha, default_currency), size)
+    if isinstance(out, FileFailure):
+        file_error(out.error_class, out.message)
+    elif isinstance(out, ParsedPdf):
+        if isinstance(out.result, ErrorRecord):
+            errors.append(out.result)
+            entry["status"], entry["n_errors"] = "error", 1
+        else:
+            docs.append(out.result)
+    else:
+        tx_tables.append(out.rows)
+        errors.extend(out.errors)
+        entry["n_rows"], entry["n_errors"] = out.rows.num_rows, len(out.errors)
+        entry["status"] = "ok" if not out.errors else ("partial" if out.rows.num_rows else "error")
+        entry["details"] = json.dumps(out.details, ensure_ascii=False, default=str) if out.details else None
 
 
 def ingest(
@@ -148,17 +182,20 @@ def ingest(
     default_currency: str | None = None,
     exclude: tuple[Path, ...] = (),
     exclude_globs: tuple[str, ...] = (),
+    limits: IngestLimits | None = None,
     progress: bool = False,
+    worker: FileWorker | None = None,
 ) -> IngestResult:
-    """Read every input file (the first `limit` in path order when given) into Arrow tables."""
+    """Read every input file (the first `limit` in path order when given) into Arrow tables; each file is parsed
+    in a worker process under `limits` (`pipeline.ingest.worker`; `worker` passes one in)."""
     root = Path(input_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"input directory not found: {root}")
     paths, skipped, n_excluded = _walk(root, exclude, exclude_globs)
     if limit is not None:
         paths = paths[:limit]
+    limits = limits or IngestLimits()
     docs: list[PdfDocument] = []
-    tx_rows: list[dict] = []
     errors: list[ErrorRecord] = []
     files: list[dict] = []
     seen: dict[str, str] = {}
@@ -178,60 +215,20 @@ def ingest(
                                   message="skipped: hidden or '_'-prefixed path (not ingested; rename it to include it, "
                                           "or pass --exclude to leave it out without an error row)",
                                   n_rows=0))
-    for path in iterator:
-        rel = printable_name(path.relative_to(base).as_posix())
-        try:
-            data: bytes | None = path.read_bytes()
-        except OSError as exc:  # permission denied, EIO, vanished: this file's error row, not the run's end
-            data, read_error = None, f"{type(exc).__name__}: {exc.strerror or exc}"
-        # An unreadable file still needs a stable identity: its path stands in for its content.
-        sha = sha256_bytes(data if data is not None else b"unreadable:" + rel.encode())
-        kind = file_kind(rel, data[:8] if data is not None else b"")
-        entry = {"source_file": rel, "kind": kind, "sha256": sha, "size_bytes": len(data or b""), "status": "ok",
-                 "n_rows": 0, "n_errors": 0, "details": None}
-        files.append(entry)
-
-        def file_error(cls: str, msg: str, stage: str = Stage.INGEST) -> None:
-            errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
-                                      stage=stage, error_class=cls, message=msg, n_rows=0))
-            entry["status"], entry["n_errors"] = "error", 1
-
-        if data is None:
-            file_error("UnreadableFile", f"cannot read the file ({read_error})", Stage.DISCOVER)
-            continue
-        if sha in seen:
-            file_error("DuplicateFile", f"same content as {seen[sha]} (processed once, under that path)",
-                       Stage.DISCOVER)
-            entry["status"] = "duplicate"
-            continue
-        seen[sha] = rel
-        if kind == "unsupported":
-            file_error("UnsupportedFormat", f"'{Path(rel).suffix or '(no extension)'}' files are not ingested; "
-                       "expected PDF, CSV/TSV/TXT/DAT, JSONL/JSON or Parquet", Stage.DISCOVER)
-            continue
-        try:
-            with _time_limit(PER_FILE_TIMEOUT_S):
-                if kind == "pdf":
-                    res = read_pdf(data, rel)
-                    if isinstance(res, ErrorRecord):
-                        errors.append(res)
-                        entry["status"], entry["n_errors"] = "error", 1
-                    else:
-                        docs.append(res)
-                else:
-                    tf = read_transactions(data, rel, sha, default_currency)
-                    tx_rows.extend(tf.rows)
-                    errors.extend(tf.errors)
-                    entry["n_rows"], entry["n_errors"] = len(tf.rows), len(tf.errors)
-                    entry["status"] = "ok" if not tf.errors else ("partial" if tf.rows else "error")
-                    entry["details"] = json.dumps(tf.details, ensure_ascii=False, default=str) if tf.details else None
-        except Exception as exc:  # isolation: a parser bug or timeout in one file never stops the run
-            file_error(type(exc).__name__ if isinstance(exc, FileTimeout) else "InternalError",
-                       f"{type(exc).__name__}: {exc}")
+    tx_tables: list[pa.Table] = []
+    own = worker is None
+    worker = worker or FileWorker(limits)
+    try:
+        for path in iterator:
+            _ingest_one(path, printable_name(path.relative_to(base).as_posix()), limits, worker, default_currency,
+                        seen, files, docs, tx_tables, errors)
+    finally:
+        if own:
+            worker.close()
     return IngestResult(
         input_dir=str(root),
         documents=documents_to_table(docs),
-        transactions=rows_to_table(tx_rows),
+        transactions=pa.concat_tables([rows_to_table([]), *tx_tables]),
         errors=errors_to_table(errors),
         files=pa.Table.from_pylist(files, schema=FILE_ARROW_SCHEMA),
         excluded=n_excluded,

@@ -121,8 +121,10 @@ def pdf_doc_error_id(doc_id: str) -> str:
     return stable_id("pdf", doc_id)
 
 
-def read_pdf(data: bytes, source_file: str) -> PdfDocument | ErrorRecord:
-    """Parse one PDF's bytes. Encrypted files are opened with the empty password when that works."""
+def read_pdf(data: bytes, source_file: str, *, max_pages: int | None = None,
+             max_text_chars: int | None = None) -> PdfDocument | ErrorRecord:
+    """Parse one PDF's bytes. Encrypted files are opened with the empty password when that works. A PDF over
+    `max_pages` is not extracted (TooManyPages); one whose text exceeds `max_text_chars` fails (TextTooLong)."""
     from pypdf import PdfReader
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -142,6 +144,8 @@ def read_pdf(data: bytes, source_file: str) -> PdfDocument | ErrorRecord:
                 return fail("EncryptedPDF", f"cannot decrypt with the empty password: {type(exc).__name__}: {exc}")
             if not ok:
                 return fail("EncryptedPDF", "encrypted with a user password; the empty password does not open it")
+        if max_pages is not None and len(reader.pages) > max_pages:
+            return fail("TooManyPages", f"{len(reader.pages)} pages, over the limit of {max_pages} (max_pages)")
         pages = _page_texts(reader)
     except Exception as exc:
         return fail("UnreadablePDF", f"pypdf could not read the file: {type(exc).__name__}: {exc}")
@@ -149,6 +153,9 @@ def read_pdf(data: bytes, source_file: str) -> PdfDocument | ErrorRecord:
         return fail("EmptyPDF", "the PDF has no pages")
     ocr_pages = [i + 1 for i, p in enumerate(pages) if not p.strip()]
     text = clean_text(_document_text(pages))
+    if max_text_chars is not None and len(text) > max_text_chars:
+        return fail("TextTooLong", f"{len(text):,} characters of text, over the limit of {max_text_chars:,} "
+                    "(max_text_chars)")
     if not text.strip():
         return fail("NeedsOCR", f"no text layer on any of {len(pages)} page(s); OCR is required")
     einvoice = embedded_xml(data) if _has_attachments(reader) else None

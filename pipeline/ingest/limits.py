@@ -1,0 +1,29 @@
+"""Bounds on what one input file may cost, enforced by `pipeline.ingest.worker` (a crash, hang or memory blow-up
+in a parser becomes that file's error row; the run goes on)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MIB = 1 << 20
+
+
+class IngestLimits(BaseModel):
+    """Per-file limits. The defaults admit every realistic statement, invoice or daily log; raise them for
+    unusual inputs (`pipeline run --max-file-mb ...`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_file_bytes: int = Field(default=512 * MIB, ge=1, description="larger files are not read (FileTooLarge)")
+    max_pages: int = Field(default=5000, ge=1, description="PDFs with more pages are not extracted (TooManyPages)")
+    max_text_chars: int = Field(default=20_000_000, ge=1,
+                                description="a PDF whose text layer is longer fails with TextTooLong")
+    parse_seconds: float = Field(default=120.0, gt=0, description="time allowed per file, plus parse_seconds_per_mib")
+    parse_seconds_per_mib: float = Field(default=3.0, ge=0, description="extra time per MiB of file")
+    max_worker_memory_bytes: int = Field(default=8192 * MIB, ge=64 * MIB,
+                                         description="the parser process's resident memory limit (MemoryLimit)")
+    isolate: bool = Field(default=True, description="parse in a worker process (False: in-process, no time or "
+                                                    "memory bound; for debugging)")
+
+    def seconds_for(self, size_bytes: int) -> float:
+        return self.parse_seconds + self.parse_seconds_per_mib * size_bytes / MIB
