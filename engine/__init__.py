@@ -8,12 +8,24 @@ from engine.cpu_runtime import configure_cpu_threads
 
 configure_cpu_threads()
 
-from engine.errors import EngineError, ModelLoadError  # noqa: E402
-from engine.llm import LLM  # noqa: E402
-from engine.models.export import export_hf_checkpoint, load_tokenizer  # noqa: E402
-from engine.outputs import RequestMetrics, RequestOutput  # noqa: E402
-from engine.quantization import quantize_checkpoint  # noqa: E402
-from engine.sampling_params import SamplingParams  # noqa: E402
+# The public names load on first use (PEP 562), so `import engine` (which `pipeline` does first, for the CPU
+# runtime defaults above) costs no torch import in processes that never run a model, e.g. ingest workers.
+_API = {
+    "EngineError": "engine.errors", "ModelLoadError": "engine.errors", "LLM": "engine.llm",
+    "export_hf_checkpoint": "engine.models.export", "load_tokenizer": "engine.models.export",
+    "RequestMetrics": "engine.outputs", "RequestOutput": "engine.outputs",
+    "quantize_checkpoint": "engine.quantization", "SamplingParams": "engine.sampling_params",
+}
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint",
            "load_tokenizer", "export_hf_checkpoint"]
+
+
+def __getattr__(name: str) -> object:
+    if name in _API:
+        import importlib
+
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")

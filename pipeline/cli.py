@@ -51,10 +51,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if cfg.model_dir.is_dir() and not is_adapter(cfg.model_dir) and not (cfg.model_dir / "config.json").is_file():
         console.print(f"[red]model not found:[/red] {cfg.model_dir} has no config.json (pass --model DIR|FILE.gguf|NAME)")
         return 2
+    from pipeline.sink import OutputError
+
     try:
         summary = run_pipeline(cfg)
+    except OutputError as exc:  # disk full, read-only, not a directory: one line, staged work kept for a re-run
+        console.print(f"[red]run failed:[/red] {exc}", soft_wrap=True)
+        return 4
     except RuntimeError as exc:
-        console.print(f"[red]run failed:[/red] {exc}")
+        console.print(f"[red]run failed:[/red] {exc}", soft_wrap=True)
         return 1
     console.print(run_summary_table(summary.manifest))
     return 0 if summary.reconciliation["balanced"] else 3

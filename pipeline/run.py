@@ -41,7 +41,7 @@ from pipeline.ingest import IngestResult, ingest
 from pipeline.manifest import Reconciliation, RunManifest
 from pipeline.models import load_llm, model_identity, model_template_sha
 from pipeline.prompts import chat_template_sha
-from pipeline.sink import COMMIT, Staging, drop_stale, output_lock, publish_committed, published_ids, roll_forward
+from pipeline.sink import COMMIT, Staging, check_output_dir, drop_stale, output_lock, publish_committed, published_ids, roll_forward
 from pipeline.validate import decoding_schema, validate_completion
 from pipeline.windows import out_of_range
 from pipeline.work import WorkUnit, document_units, output_settings, prompt_version, schema_version, window_units
@@ -246,6 +246,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
     # Chat-style prompts name the template's hash; it comes from the engine's tokenizer when one is passed in.
     version = prompt_version(chat_template_sha(llm.tokenizer) if llm is not None else model_template_sha(cfg.model_dir))
     run_fields = {"model_id": model_id, "prompt_version": version, "schema_version": schema_version()}
+    check_output_dir(output_dir)
     with output_lock(output_dir):
         recovered = roll_forward(output_dir)
         result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,

@@ -30,10 +30,11 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import functools
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,62 @@ MANIFESTS = "manifests"
 COMMIT = "COMMIT.json"
 TRASH = ".trash-"
 COMPRESSION = "zstd"
+
+
+class OutputError(RuntimeError):
+    """The output directory cannot take the run's rows (disk full, read-only, not a directory). Nothing
+    published is lost: staged buckets stay for the re-run, published partitions are untouched."""
+
+
+_OUTPUT_ERRNO = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EROFS: "read-only filesystem",
+                 errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+                 errno.ENOTDIR: "a parent of it is not a directory", errno.EISDIR: "it is a directory",
+                 errno.EIO: "input/output error"}
+
+
+def describe_output_error(exc: OSError, where: Path | str) -> OutputError:
+    """One line: what went wrong and where (pyarrow's IO errors carry no errno, only the message)."""
+    reason = _OUTPUT_ERRNO.get(exc.errno or 0)
+    if reason is None:
+        text = str(exc).lower()
+        reason = next((r for code, r in _OUTPUT_ERRNO.items() if os.strerror(code).lower() in text), None)
+    reason = reason or (exc.strerror or str(exc))
+    return OutputError(f"cannot write the output at {where}: {reason}")
+
+
+@contextmanager
+def writing(where: Path | str) -> Iterator[None]:
+    """Turn an OSError while writing output into an `OutputError` naming the place."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise describe_output_error(exc, getattr(exc, "filename", None) or where) from exc
+
+
+def _output_io(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator: the function writes output; its OSErrors become `OutputError`s."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        where = next((a for a in args if isinstance(a, Path)), getattr(args[0] if args else None, "root", None))
+        with writing(where or "the output directory"):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def check_output_dir(output_dir: Path) -> None:
+    """Fail fast, before any work, if the output directory cannot be written."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise OutputError(f"cannot write the output at {output_dir}: it exists and is not a directory")
+    with writing(output_dir):
+        output_dir.mkdir(parents=True, exist_ok=True)
+        probe = output_dir / f".probe-{os.getpid()}"
+        with open(probe, "wb") as f:
+            f.write(b"ok")
+            f.flush()
+            os.fsync(f.fileno())
+        probe.unlink()
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
@@ -117,6 +174,7 @@ def read_dataset(output_dir: Path, dataset: str) -> pa.Table:
 class Staging:
     """Work-in-progress parts of one run (see the module docstring for the protocol)."""
 
+    @_output_io
     def __init__(self, output_dir: Path, run_key: str, run_date: str) -> None:
         self.output_dir = output_dir
         self.run_key = run_key
@@ -129,6 +187,7 @@ class Staging:
     def is_done(self, part: str) -> bool:
         return (self.root / "done" / part).exists()
 
+    @_output_io
     def write_part(self, part: str, tables: dict[str, pa.Table]) -> None:
         """Stage one unit of progress (a bucket, or the ingest outputs) atomically."""
         for ds, table in tables.items():
@@ -142,6 +201,7 @@ class Staging:
         return {ds: sorted((self.root / "parts" / ds).glob("*.parquet")) for ds in DATASETS}
 
     # ---- committing
+    @_output_io
     def commit(self, manifest: dict[str, Any], upsert: str = "all_dates") -> Path:
         """Freeze the publish plan; after this the run is recoverable by roll-forward. `upsert`: "all_dates"
         (rows of this run replace their older copies wherever they are) or "own_date" (`--force`: only this
@@ -284,6 +344,7 @@ def _discard_staging(staging_root: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
+@_output_io
 def publish_committed(staging_root: Path, output_dir: Path) -> dict[str, Any]:
     """Roll a committed staging directory forward. Each dataset partition it changes is replaced in one atomic
     swap; the manifest comes last. The upsert (rows of this run replace published rows with the same row_id) spans
@@ -321,6 +382,7 @@ def _staging_dirs(output_dir: Path) -> list[Path]:
     return dirs
 
 
+@_output_io
 def roll_forward(output_dir: Path) -> list[str]:
     """Finish publishing every committed-but-unpublished run (after a crash). Returns their keys."""
     rolled = []
@@ -331,6 +393,7 @@ def roll_forward(output_dir: Path) -> list[str]:
     return rolled
 
 
+@_output_io
 def drop_stale(output_dir: Path, keep: str) -> list[str]:
     """Remove uncommitted staging of other run keys (inputs, model or prompt changed since)."""
     dropped = []

@@ -133,3 +133,70 @@ def test_limits_are_set_from_the_cli(tmp_path: Path) -> None:
     assert (lim.max_file_bytes, lim.max_pages, lim.parse_seconds, lim.max_worker_memory_bytes) == \
         (int(1.5 * (1 << 20)), 9, 7.0, 700 << 20)
     assert lim.max_text_chars == 20_000_000
+
+
+def _cli_run(inp: Path, out: Path, model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+             ) -> tuple[int, str]:
+    import engine
+    from pipeline import cli
+
+    monkeypatch.setattr(engine, "LLM", lambda *a, **k: FakeLLM())
+    monkeypatch.setattr(engine, "load_tokenizer", lambda _model: FakeLLM().tokenizer)
+    code = cli.main(["run", "--input", str(inp), "--output", str(out), "--model", str(model), "--no-progress",
+                     "--run-date", "2024-05-01"])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_disk_full_mid_run_is_one_clear_line_and_the_rerun_loses_nothing(
+        tmp_path: Path, fake_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    import errno
+
+    import pyarrow.parquet as pq
+
+    from tests.helpers.pipeline_inputs import write_sample_inputs
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    write_sample_inputs(inp)
+    real_write, calls = pq.write_table, {"n": 0}
+
+    def full_disk(table, where, **kw):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] >= 3:  # the first parts fit, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(table, where, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(pq, "write_table", full_disk)
+        code, text = _cli_run(inp, out, fake_model, monkeypatch, capsys)
+    assert code == 4 and "Traceback" not in text
+    line = next(ln for ln in text.splitlines() if "run failed" in ln)
+    assert "disk full" in line and str(out) in line
+    code, _ = _cli_run(inp, out, fake_model, monkeypatch, capsys)
+    assert code == 0
+    rerun = {ds: read_dataset(out, ds).num_rows for ds in ("documents", "account_windows", "transactions", "errors")}
+    fresh = tmp_path / "fresh"
+    assert _cli_run(inp, fresh, fake_model, monkeypatch, capsys)[0] == 0
+    assert rerun == {ds: read_dataset(fresh, ds).num_rows for ds in rerun}
+
+
+def test_an_output_path_that_is_a_file_or_read_only_is_one_clear_line(
+        tmp_path: Path, fake_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    import errno
+
+    from pipeline import sink
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "a.csv").write_text(HEADER + GOOD.format(d=1))
+    target = tmp_path / "out.txt"
+    target.write_text("not a folder")
+    code, text = _cli_run(inp, target, fake_model, monkeypatch, capsys)
+    assert code == 4 and "Traceback" not in text and "is not a directory" in text and str(target) in text
+
+    def read_only(*a, **k):  # type: ignore[no-untyped-def]  # root ignores chmod, so the kernel's answer is simulated
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "ro"))
+
+    monkeypatch.setattr(sink.Path, "mkdir", read_only)
+    code, text = _cli_run(inp, tmp_path / "ro", fake_model, monkeypatch, capsys)
+    assert code == 4 and "Traceback" not in text and "read-only filesystem" in text and str(tmp_path / "ro") in text

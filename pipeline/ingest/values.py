@@ -183,31 +183,50 @@ def parse_date(raw: str, fmt: str) -> datetime:
     return dt.astimezone(timezone.utc)
 
 
+_FORMAT_SAMPLE = 2000
+
+
+def _parsed_count(values: list[str], fmt: str) -> int:
+    ok = 0
+    for v in values:
+        try:
+            parse_date(v, fmt)
+            ok += 1
+        except ValueError:
+            pass
+    return ok
+
+
 def choose_date_format(samples: list[str], prefer_month_first: bool = False, min_share: float = 0.8) -> str | None:
     """The format that parses the most non-empty samples (at least `min_share` of them).
 
     Day-first vs month-first: whichever parses more wins; when both parse everything (all days
     <= 12) the column is ambiguous and day-first is used unless `prefer_month_first` (USD exports).
+    Long columns are scored on an evenly spread sample first; the formats that lead there are then
+    counted on the whole column, so a late "13/01" still decides day-first (and a million-row log
+    is not parsed 35 times).
     """
     values = [v for v in samples if v and v.strip()]
     if not values:
         return None
+    step = max(1, len(values) // _FORMAT_SAMPLE)
+    sample = values[::step]
+    scored = [(_parsed_count(sample, fmt), fmt) for fmt in DATE_FORMATS]
+    top = max(ok for ok, _ in scored)
+    if top == 0:
+        return None
+    leaders = [fmt for ok, fmt in scored if ok >= top * 0.98]
+    if step > 1:
+        counts = {fmt: _parsed_count(values, fmt) for fmt in leaders}
+    else:
+        counts = {fmt: ok for ok, fmt in scored if fmt in leaders}
     best: tuple[int, int, str] | None = None
-    for i, fmt in enumerate(DATE_FORMATS):
-        ok = 0
-        for v in values:
-            try:
-                parse_date(v, fmt)
-                ok += 1
-            except ValueError:
-                pass
-        if ok == 0:
+    for fmt in DATE_FORMATS:  # most specific first; ties keep the earlier format
+        if fmt not in counts:
             continue
-        month_first = fmt in _MONTH_FIRST
-        tie_rank = (1 if month_first == prefer_month_first else 0)
-        key = (ok, tie_rank, fmt)
-        if best is None or (key[0], key[1]) > (best[0], best[1]):
-            best = key
+        tie_rank = 1 if (fmt in _MONTH_FIRST) == prefer_month_first else 0
+        if best is None or (counts[fmt], tie_rank) > (best[0], best[1]):
+            best = (counts[fmt], tie_rank, fmt)
     if best is None or best[0] < min_share * len(values):
         return None
     return best[2]
