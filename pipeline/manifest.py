@@ -27,7 +27,7 @@ class Reconciliation(BaseModel):
     documents_output: int
     documents_errors: int
     documents_skipped: int
-    transaction_rows_read: int  # data rows in readable logs (good + bad)
+    transaction_rows_read: int  # data records the readers saw in readable logs (counted before mapping)
     transaction_rows_output: int
     transaction_rows_skipped: int
     transaction_row_errors: int

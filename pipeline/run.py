@@ -343,7 +343,7 @@ def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str,
     n_windows = sum(1 for u in units if u.kind == "window") + sum(
         1 for e in errs if e["unit"] == Unit.WINDOW and e["error_class"] == VALUE_OUT_OF_RANGE)
     row_errors = by_unit[Unit.ROW]
-    rows_read = tx_table.num_rows + row_errors
+    rows_read = sum(f["n_records"] for f in files)  # what the readers saw, counted before any mapping or staging
     pdf_files = sum(1 for f in files if f["kind"] == "pdf" and f["status"] != "duplicate")
     ok_sources = set(tx_table.column("source_file").to_pylist()) | set(result.documents.column("source_file").to_pylist())
     err_sources = {e["source_file"] for e in errs}
@@ -359,7 +359,8 @@ def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str,
         balanced=(accounted == len(files)
                   and pdf_files == docs_ingested + doc_file_errors
                   and docs_ingested == out_counts["documents"] + doc_errors + skipped["document"]
-                  and n_windows == out_counts["account_windows"] + win_errors + skipped["window"]),
+                  and n_windows == out_counts["account_windows"] + win_errors + skipped["window"]
+                  and rows_read == tx_table.num_rows + row_errors),
     )
     finished = dt.datetime.now(dt.timezone.utc)
     total = (finished - started).total_seconds()

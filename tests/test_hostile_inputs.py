@@ -200,3 +200,19 @@ def test_an_output_path_that_is_a_file_or_read_only_is_one_clear_line(
     monkeypatch.setattr(sink.Path, "mkdir", read_only)
     code, text = _cli_run(inp, tmp_path / "ro", fake_model, monkeypatch, capsys)
     assert code == 4 and "Traceback" not in text and "read-only filesystem" in text and str(tmp_path / "ro") in text
+
+
+def test_the_balance_is_counted_from_what_was_read_so_a_row_lost_later_unbalances_it(
+        tmp_path: Path, fake_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row dropped after the readers (here: while the transactions dataset is built) must show: the manifest's
+    rows_read comes from the readers' own count, not from outputs plus errors."""
+    import pipeline.run as run
+
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "a.csv").write_text(HEADER + GOOD.format(d=1) + GOOD.format(d=2) + "bad-date,1,EUR,S,x,A\n")
+    assert _run(inp, tmp_path / "ok", fake_model).reconciliation["balanced"]
+    real = run.transaction_rows
+    monkeypatch.setattr(run, "transaction_rows", lambda t, *a: real(t.slice(1), *a))
+    rec = _run(inp, tmp_path / "lossy", fake_model).reconciliation
+    assert rec["transaction_rows_read"] == 3 and rec["transaction_rows_output"] == 1 and not rec["balanced"]

@@ -25,6 +25,7 @@ FILE_ARROW_SCHEMA = pa.schema(
         pa.field("status", pa.string(), nullable=False),  # ok | error | partial | duplicate | skipped
         pa.field("n_rows", pa.int64(), nullable=False),  # canonical transactions produced
         pa.field("n_errors", pa.int64(), nullable=False),
+        pa.field("n_records", pa.int64(), nullable=False),  # data records the reader saw in a log (good and bad)
         pa.field("details", pa.string(), nullable=True),  # JSON: how a log was read
     ]
 )
@@ -130,7 +131,7 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
         sha, head = sha256_bytes(b"unreadable:" + rel.encode()), b""  # its path stands in for its content
     kind = file_kind(rel, head)
     entry = {"source_file": rel, "kind": kind, "sha256": sha, "size_bytes": size, "status": "ok",
-             "n_rows": 0, "n_errors": 0, "details": None}
+             "n_rows": 0, "n_errors": 0, "n_records": 0, "details": None}
     files.append(entry)
 
     def file_error(cls: str, msg: str, stage: str = Stage.INGEST) -> None:
@@ -170,7 +171,7 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
     else:
         tx_tables.append(out.rows)
         errors.extend(out.errors)
-        entry["n_rows"], entry["n_errors"] = out.rows.num_rows, len(out.errors)
+        entry["n_rows"], entry["n_errors"], entry["n_records"] = out.rows.num_rows, len(out.errors), out.n_records
         entry["status"] = "ok" if not out.errors else ("partial" if out.rows.num_rows else "error")
         entry["details"] = json.dumps(out.details, ensure_ascii=False, default=str) if out.details else None
 
@@ -209,7 +210,8 @@ def ingest(
         rel = printable_name(path.relative_to(base).as_posix())
         sha = sha256_bytes(b"skipped:" + rel.encode())  # identity from the path: a skipped file is never read
         files.append({"source_file": rel, "kind": "skipped", "sha256": sha, "size_bytes": _size(path),
-                      "status": "skipped", "n_rows": 0, "n_errors": 1, "details": None})
+                      "status": "skipped", "n_rows": 0, "n_errors": 1, "n_records": 0,
+                      "details": None})
         errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
                                   stage=Stage.DISCOVER, error_class="Skipped",
                                   message="skipped: hidden or '_'-prefixed path (not ingested; rename it to include it, "

@@ -58,6 +58,7 @@ class TransactionFile:
     rows: list[dict[str, Any]] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    n_records: int = 0  # data records read (counted by the reader, before mapping): rows + row errors
 
 
 def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
@@ -298,4 +299,5 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
         return TransactionFile(errors=[err])
     bad = [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in table.bad_records]
     result.errors = sorted(pre_errors + bad + result.errors, key=lambda e: e.source_row or 0)
+    result.n_records = len(table.rows) + len(table.bad_records) + len(pre_errors)
     return result

@@ -4,15 +4,20 @@ costs only its file: the parent kills the worker, records the file's error row a
     with FileWorker(limits) as worker:
         outcome = worker.parse(FileTask(...))   # ParsedPdf | ParsedLog | FileFailure
 
-The worker reads the file itself, so the parent never holds a large file's bytes. Workers are forked from a
-forkserver (a clean process with no threads), which is safe even when the parent has loaded torch.
+The worker reads the file itself, so the parent never holds a large file's bytes. It is a fresh interpreter
+(`python -m pipeline.ingest.worker_main`, talking over two pipes), not a multiprocessing child: fork is unsafe once
+the parent runs threads (torch, Arrow), and spawn/forkserver re-import the caller's `__main__`, which breaks
+scripts without a main guard.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import importlib
 import os
+import subprocess
+import sys
 import time
+from multiprocessing.connection import Connection
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +50,7 @@ class ParsedLog:
     rows: pa.Table
     errors: list[ErrorRecord] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    n_records: int = 0  # records the reader saw (each must end as a row or a row error)
 
 
 @dataclass
@@ -66,7 +72,7 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedLog | 
     from pipeline.ingest.transactions import read_transactions, rows_to_table
 
     tf = read_transactions(data, task.source_file, task.sha, task.default_currency)
-    return ParsedLog(rows_to_table(tf.rows), tf.errors, tf.details)
+    return ParsedLog(rows_to_table(tf.rows), tf.errors, tf.details, tf.n_records)
 
 
 def _parse_safely(task: FileTask, limits: IngestLimits, parser: Callable[..., Any] = parse_file
@@ -81,15 +87,24 @@ def _parse_safely(task: FileTask, limits: IngestLimits, parser: Callable[..., An
         return FileFailure("InternalError", f"{type(exc).__name__}: {exc}")
 
 
-def _serve(conn: Any, limits: IngestLimits, parser: Callable[..., Any]) -> None:
+def serve(conn_in: Connection, conn_out: Connection, limits: IngestLimits, parser: Callable[..., Any]) -> None:
     while True:
         try:
-            task = conn.recv()
+            task = conn_in.recv()
         except EOFError:
             return
         if task is None:
             return
-        conn.send(_parse_safely(task, limits, parser))
+        conn_out.send(_parse_safely(task, limits, parser))
+
+
+def _parser_name(parser: Callable[..., Any]) -> str:
+    return f"{parser.__module__}:{parser.__qualname__}"
+
+
+def load_parser(name: str) -> Callable[..., Any]:
+    module, _, attr = name.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def _rss_bytes(pid: int) -> int:
@@ -100,15 +115,6 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
-def _context() -> Any:
-    methods = mp.get_all_start_methods()
-    if "forkserver" in methods:
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["pipeline.ingest.worker", "pipeline.ingest.pdf", "pipeline.ingest.transactions"])
-        return ctx
-    return mp.get_context("spawn")
-
-
 class FileWorker:
     """One parser process at a time, restarted after a kill; `parse` enforces the time and memory limits."""
 
@@ -116,9 +122,9 @@ class FileWorker:
         """`parser`: a module-level function (task, limits) -> outcome; tests pass misbehaving ones."""
         self.limits = limits
         self.parser = parser
-        self._ctx = _context() if limits.isolate else None
-        self._proc: Any = None
-        self._conn: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._send: Connection | None = None
+        self._recv: Connection | None = None
 
     def __enter__(self) -> FileWorker:
         return self
@@ -127,45 +133,63 @@ class FileWorker:
         self.close()
 
     def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_serve, args=(child, self.limits, self.parser), daemon=True, name="ingest-worker")
-        self._proc.start()
-        child.close()
-        self._conn = parent
+        task_r, task_w = os.pipe()
+        out_r, out_w = os.pipe()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.ingest.worker_main", str(task_r), str(out_w),
+             self.limits.model_dump_json(), _parser_name(self.parser)],
+            pass_fds=(task_r, out_w), env=env, stdin=subprocess.DEVNULL)
+        os.close(task_r)
+        os.close(out_w)
+        self._send, self._recv = Connection(task_w, readable=False), Connection(out_r, writable=False)
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
 
     def _kill(self) -> None:
         if self._proc is not None:
-            self._proc.kill()
-            self._proc.join()
-        if self._conn is not None:
-            self._conn.close()
-        self._proc = self._conn = None
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait()
+        for conn in (self._send, self._recv):
+            if conn is not None:
+                conn.close()
+        self._proc = self._send = self._recv = None
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        if self._alive():
             try:
-                self._conn.send(None)
-                self._proc.join(timeout=5)
-            except OSError:
+                self._send.send(None)  # type: ignore[union-attr]
+                self._proc.wait(timeout=5)  # type: ignore[union-attr]
+            except (OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
 
     def parse(self, task: FileTask, size_bytes: int) -> ParsedPdf | ParsedLog | FileFailure:
-        if self._ctx is None:
+        if not self.limits.isolate:
             return _parse_safely(task, self.limits, self.parser)
-        if self._proc is None or not self._proc.is_alive():
+        if not self._alive():
+            self._kill()
             self._start()
+        assert self._proc is not None and self._send is not None and self._recv is not None
         budget = self.limits.seconds_for(size_bytes)
         deadline = time.monotonic() + budget
-        self._conn.send(task)
+        try:
+            self._send.send(task)
+        except OSError:  # the worker died before reading the task; the loop below reports how
+            pass
         while True:
             try:
-                if self._conn.poll(_POLL_S):
-                    return self._conn.recv()
-            except (EOFError, OSError):
-                pass
-            if not self._proc.is_alive():
-                code = self._proc.exitcode
+                if self._recv.poll(_POLL_S):
+                    return self._recv.recv()
+            except (EOFError, OSError):  # the worker closed its end: it is exiting
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
                 self._kill()
                 how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                 return FileFailure("ParserCrashed", f"the parser process died ({how}) while reading this file")
@@ -178,3 +202,4 @@ class FileWorker:
                 self._kill()
                 return FileFailure("FileTimeout", f"parsing took longer than {budget:.0f} s (parse_seconds "
                                    f"{self.limits.parse_seconds:g} + {self.limits.parse_seconds_per_mib:g} per MiB)")
+
