@@ -216,3 +216,22 @@ def test_the_balance_is_counted_from_what_was_read_so_a_row_lost_later_unbalance
     monkeypatch.setattr(run, "transaction_rows", lambda t, *a: real(t.slice(1), *a))
     rec = _run(inp, tmp_path / "lossy", fake_model).reconciliation
     assert rec["transaction_rows_read"] == 3 and rec["transaction_rows_output"] == 1 and not rec["balanced"]
+
+
+def test_the_time_allowed_grows_with_the_file_so_a_big_log_is_not_cut_off(tmp_path: Path) -> None:
+    """A 1.6M-row log hit the old fixed 120 s limit and lost every row; the budget is now parse_seconds plus
+    parse_seconds_per_mib. Scaled down: a 2.5 s parse of a 0.7 MiB file within 1 s + 10 s/MiB is read in full,
+    and cut off at 1 s flat."""
+    from pipeline.ingest import IngestLimits, ingest
+    from pipeline.ingest.worker import FileWorker
+    from tests.helpers.hostile_parsers import hostile_parse
+
+    (tmp_path / "slow.csv").write_text(HEADER + GOOD.format(d=1) * 18_000)  # ~0.7 MiB
+    limits = IngestLimits(parse_seconds=1, parse_seconds_per_mib=10)
+    with FileWorker(limits, parser=hostile_parse) as worker:
+        res = ingest(tmp_path, limits=limits, worker=worker)
+    assert res.errors.num_rows == 0 and res.transactions.num_rows == 18_000
+    tight = IngestLimits(parse_seconds=1, parse_seconds_per_mib=0)
+    with FileWorker(tight, parser=hostile_parse) as worker:
+        res = ingest(tmp_path, limits=tight, worker=worker)
+    assert res.errors.column("error_class").to_pylist() == ["FileTimeout"]

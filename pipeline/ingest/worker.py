@@ -29,6 +29,8 @@ from pipeline.errors import ErrorRecord
 from pipeline.ingest.limits import IngestLimits
 
 _POLL_S = 0.05
+_READY = "ready"
+_START_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ def _parse_safely(task: FileTask, limits: IngestLimits, parser: Callable[..., An
 
 
 def serve(conn_in: Connection, conn_out: Connection, limits: IngestLimits, parser: Callable[..., Any]) -> None:
+    conn_out.send(_READY)  # imports done: from here on, time counts against the file being parsed
     while True:
         try:
             task = conn_in.recv()
@@ -143,6 +146,13 @@ class FileWorker:
         os.close(task_r)
         os.close(out_w)
         self._send, self._recv = Connection(task_w, readable=False), Connection(out_r, writable=False)
+        try:
+            ready = self._recv.poll(_START_TIMEOUT_S) and self._recv.recv() == _READY
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self._kill()
+            raise RuntimeError(f"the ingest worker did not start ({sys.executable} -m pipeline.ingest.worker_main)")
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import time
 from typing import Any
 
 from pipeline.ingest.worker import parse_file
@@ -16,6 +17,8 @@ def hostile_parse(task: Any, limits: Any) -> Any:
         re.match(r"(a+)+$", "a" * 64 + "b")  # catastrophic backtracking: hours inside the C regex engine
     if name.startswith("crash"):
         ctypes.string_at(0)  # SIGSEGV
+    if name.startswith("slow"):
+        time.sleep(2.5)  # a big file's honest parse time
     if name.startswith("oom"):
         hog = []
         while True:
