@@ -40,14 +40,16 @@ def _doc_text_from_pdf(pdf: bytes) -> str:
     return document_text(page_texts(PdfReader(io.BytesIO(pdf))))
 
 
-def build_examples(n: int, seed: int = SEED) -> list[dict[str, object]]:
-    """(kind, text or facts, answer JSON) records, shuffled."""
+def build_examples(n: int, seed: int = SEED, window_share: float = 0.15) -> list[dict[str, object]]:
+    """(kind, text or facts, answer JSON) records, shuffled; `window_share` of them account windows, 60% of the
+    rest multilingual invoices."""
     from data.tools import docs, invoices_ml, transactions
     from pipeline.windows import reference_summary, window_facts
     from schemas import AccountWindowSummary, DocumentExtraction, to_compact_json
 
     rng = random.Random(seed)
-    n_inv, n_win = int(n * 0.6), int(n * 0.15)
+    n_win = int(n * window_share)
+    n_inv = int((n - n_win) * 0.6 / 0.85)
     out: list[dict[str, object]] = []
     for _ in range(n_inv):
         ex = invoices_ml.invoice(rng)
@@ -103,6 +105,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--resume", default=None, help="continue training this adapter directory")
     ap.add_argument("--seed", type=int, default=SEED, help="corpus seed (use a new one when resuming)")
+    ap.add_argument("--window-share", type=float, default=0.15, help="share of account-window examples")
     args = ap.parse_args()
 
     import torch
@@ -122,7 +125,7 @@ def main() -> int:
             export_hf_checkpoint(base, hf_dir)
     tok = load_tokenizer(hf_dir)
     t0 = time.perf_counter()
-    pairs = tokenize(build_examples(args.examples, args.seed), tok)
+    pairs = tokenize(build_examples(args.examples, args.seed, args.window_share), tok)
     print(f"{len(pairs)} examples, mean {sum(len(p) + len(a) for p, a in pairs) / len(pairs):.0f} tokens "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
@@ -186,7 +189,7 @@ def _save(model, out: Path, log: list, args: argparse.Namespace, seen: int) -> N
     cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     (out / "training.json").write_text(json.dumps({
         "base": args.base, "seed": args.seed, "resumed_from": args.resume, "rank": args.rank, "first_layer": args.first_layer, "lr": args.lr,
-        "accum": args.accum, "examples_seen": seen, "log": log}, indent=1) + "\n")
+        "accum": args.accum, "window_share": args.window_share, "examples_seen": seen, "log": log}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
