@@ -10,7 +10,6 @@ recognisable header the file is read headerless and roles are inferred from cell
 from __future__ import annotations
 
 import csv
-import io
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field

@@ -17,9 +17,9 @@ import os
 import subprocess
 import sys
 import time
-from multiprocessing.connection import Connection
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
