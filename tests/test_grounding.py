@@ -183,15 +183,21 @@ def test_currency_is_a_printed_code_or_symbol_or_null() -> None:
     assert schema["properties"]["currency"] == {"type": "null"}
 
 
-def test_reference_candidates_start_with_values_next_to_invoice_number_labels() -> None:
+def test_a_labelled_invoice_number_limits_the_reference_to_labelled_values() -> None:
     from pipeline.grounding import reference_candidates
 
     text = ("Kundennr.30064443\n993548900Factuurnummer:\nNL50INGB0683251309IBAN\nFacture n\u00b0562044387 du\n"
             "Invoice No : # BLR_WFLD20151000982590\nRechnungsnr.\n47774\nN\u00famero de factura: F-2024/17")
-    got = reference_candidates(text)
-    assert got[:5] == ["993548900", "562044387", "BLR_WFLD20151000982590", "47774", "F-2024/17"]
-    assert "30064443" in got and "Kundennr.30064443" not in got  # the number without the label glued to it
-    assert "NL50INGB0683251309IBAN" not in got[:5]
+    assert reference_candidates(text) == ["993548900", "562044387", "BLR_WFLD20151000982590", "47774", "F-2024/17"]
+    # a customer, order or VAT number next to a labelled invoice number is never offered
+    assert reference_candidates("Order no 55501\nInvoice number: INV-7\nCustomer 998877") == ["INV-7"]
+
+
+def test_without_an_invoice_number_label_every_numbered_token_is_a_reference_candidate() -> None:
+    from pipeline.grounding import reference_candidates
+
+    got = reference_candidates("Kundennr.30064443\nNL50INGB0683251309IBAN\nCase 2020/4039 opened")
+    assert got == ["30064443", "NL50INGB0683251309IBAN", "2020/4039"]  # a glued label's number stands alone
 
 
 def test_parties_are_verbatim_lines_or_parts_of_lines() -> None:

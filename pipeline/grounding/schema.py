@@ -13,7 +13,7 @@ from pipeline.grounding.amounts import amount_candidates, currency_candidates
 from pipeline.grounding.dates import date_candidates
 from pipeline.grounding.spans import party_candidates, reference_candidates
 
-GROUNDING_VERSION = "ground-v2.1"
+GROUNDING_VERSION = "ground-v2.2"  # v2.2: a labelled invoice number limits the reference to labelled values
 """Part of every model row's id: new scanners can change what the model may answer."""
 
 CANDIDATE_FIELDS: dict[str, Callable[[str], list[str]]] = {

@@ -50,7 +50,9 @@ def _is_reference(t: str) -> bool:
 
 
 def reference_candidates(text: str) -> list[str]:
-    """Tokens holding a digit; those next to an invoice-number label first, then the rest in document order."""
+    """The values next to an invoice-number label when the text has any (a document that labels its number
+    means that number, not the order, customer or VAT number beside it); otherwise every token holding a digit,
+    in document order."""
     labelled: list[tuple[int, str]] = []
     for m in _LABEL.finditer(text):
         before = re.search(r"(?P<v>[A-Za-z0-9][\w/.\-]*)\Z", text[max(0, m.start() - MAX_REFERENCE_CHARS):m.start()])
@@ -61,12 +63,14 @@ def reference_candidates(text: str) -> list[str]:
         after = (_VALUE_AFTER_SAME_LINE if glued else _VALUE_AFTER).match(text, m.end())
         if after and _is_reference(_clean_token(after["v"])):
             labelled.append((m.start(), _clean_token(after["v"])))
+    if labelled:
+        return unique(in_order(labelled))
     others = []
     for m in _TOKEN.finditer(text):
         token = _clean_token(m.group(0))
         tail = _GLUED_TAIL.match(token)
         others.append((m.start(), _clean_token(tail["tail"]) if tail else token))
-    return unique(in_order(labelled) + [v for v in in_order(others) if _is_reference(v)])
+    return unique([v for v in in_order(others) if _is_reference(v)])
 
 
 def _party_ok(s: str) -> bool:
