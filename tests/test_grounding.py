@@ -220,3 +220,21 @@ def test_grounded_flag() -> None:
     assert not is_grounded({**row, "issuer": "Kestrel B.V."}, text)
     assert not is_grounded({**row, "currency": "DKK"}, text)
     assert not is_grounded({**row, "amount": "717.79"}, text)
+
+
+def test_a_labelled_total_limits_the_amount_to_the_amounts_its_labels_print() -> None:
+    from pipeline.grounding import total_candidates
+
+    text = ("Pos 1  Widget  2 x 12,50  25,00\nPos 2  Service  1 x 40,00  40,00\nNettobetrag 65,00 EUR\n"
+            "USt 19 % 12,35\nGesamtbetrag\n77,35 EUR\nTelefon 0611 123,45")
+    assert total_candidates(text) == ["65.00", "77.35"]  # the label on its own line takes the amount below it
+    assert total_candidates("Total TTC : 56,02 \u20ac\nHT 46,68") == ["56.02"]
+    assert total_candidates("29.99 \u20ac TTC\nfrais 5.00") == ["29.99"]
+    assert total_candidates("Amount 12.00 and 3.50, nothing labelled") == ["12.00", "3.50"]  # no label: all
+
+
+def test_a_year_before_a_prefixed_amount_is_no_amount() -> None:
+    from pipeline.grounding import amount_candidates
+
+    assert amount_candidates("TOTAL AMOUNT DUE ON August 3 , 2014 $4.11") == ["4.11"]
+    assert amount_candidates("Rs 1939 x 1 Night; 1939 Rs paid; 950 \u20ac") == ["1939.00", "950.00"]

@@ -18,7 +18,7 @@ The engine stays unaware of this: it receives an ordinary JSON schema per reques
 """
 
 from pipeline.grounding.accounts import account_candidates
-from pipeline.grounding.amounts import amount_candidates, currency_candidates
+from pipeline.grounding.amounts import amount_candidates, currency_candidates, total_candidates
 from pipeline.grounding.dates import date_candidates
 from pipeline.grounding.schema import (
     CANDIDATE_FIELDS,
@@ -32,4 +32,4 @@ from pipeline.grounding.spans import party_candidates, reference_candidates
 
 __all__ = ["CANDIDATE_FIELDS", "GROUNDING_VERSION", "MAX_ENUM_VALUES", "account_candidates", "amount_candidates",
            "currency_candidates", "date_candidates", "document_candidates", "grounded_schema", "is_grounded",
-           "party_candidates", "reference_candidates"]
+           "party_candidates", "reference_candidates", "total_candidates"]

@@ -28,7 +28,9 @@ _CODE_RE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 # A whole amount without decimals counts only next to a currency code or symbol ("EUR 1,200", "$950", "Rs 1939").
 _CCY = rf"(?:\b[A-Z]{{3}}|{_SYMBOL})"
 _WHOLE = r"(?P<sign>[-\u2212] ?)?(?P<int>\d{1,3}(?:(?P<grp>[,. \u00a0'])\d{3})(?:(?P=grp)\d{3})*|\d+)(?![\d]|[.,]\d)"
-_WHOLE_AMOUNT = (re.compile(rf"{_CCY} ?{_WHOLE}"), re.compile(rf"(?<![\w.,\-\u2212]){_WHOLE} ?{_CCY}(?![A-Za-z])"))
+# A currency after a whole number is its unit only if no number follows it ("2014 $4.11": the $ is 4.11's).
+_WHOLE_AMOUNT = (re.compile(rf"{_CCY} ?{_WHOLE}"),
+                 re.compile(rf"(?<![\w.,\-\u2212]){_WHOLE} ?{_CCY}(?![A-Za-z])(?! ?\d)"))
 
 
 def _plain(sign: str | None, whole: str, frac: str) -> str:
@@ -49,6 +51,29 @@ def amount_candidates(text: str) -> list[str]:
         found.extend((m.start("int"), _plain(m["sign"], m["int"], "00")) for m in rx.finditer(text))
     found += [(pos + 0.5, value[1:]) for pos, value in found if value.startswith("-")]
     return in_order(found)
+
+
+# Labels of a document's total in the languages the pipeline reads: total, totaal, Gesamt-, -summe, -betrag,
+# zu zahlen, amount/balance due, payable, à payer, TTC, te betalen, importe total, montant dû, totale.
+_TOTAL_LABEL = re.compile(
+    r"(?i)(?<![^\W\d_])(?:grand\s+total|total|totaal|totale|gesamt\w*|\w*summe|\w*betrag|zu\s+zahlen|amount\s+due|"
+    r"balance\s+due|due|payable|[\u00e0a]\s+payer|ttc|te\s+betalen|importe\s+total|montant\s+(?:total|d[\u00fbu]))"
+    r"(?![^\W\d_])")
+
+
+def total_candidates(text: str) -> list[str]:
+    """The amounts on lines that carry a total label (or on the line below a label that has none of its own),
+    when the text has any; otherwise every amount. The total an invoice means is printed by its label, not among
+    the unit prices, quantities and tax lines around it; the model still chooses among net, tax and gross."""
+    lines = text.splitlines()
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        if _TOTAL_LABEL.search(line):
+            values = amount_candidates(line)
+            if not values and i + 1 < len(lines):
+                values = amount_candidates(lines[i + 1])
+            found.extend(values)
+    return list(dict.fromkeys(found)) or amount_candidates(text)
 
 
 @lru_cache(maxsize=1)

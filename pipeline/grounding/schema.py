@@ -9,16 +9,17 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.grounding.accounts import account_candidates
-from pipeline.grounding.amounts import amount_candidates, currency_candidates
+from pipeline.grounding.amounts import currency_candidates, total_candidates
 from pipeline.grounding.dates import date_candidates
 from pipeline.grounding.spans import party_candidates, reference_candidates
 
-GROUNDING_VERSION = "ground-v2.2"  # v2.2: a labelled invoice number limits the reference to labelled values
+# v2.2: a labelled invoice number limits the reference to labelled values; v2.3: a labelled total, the amount
+GROUNDING_VERSION = "ground-v2.3"
 """Part of every model row's id: new scanners can change what the model may answer."""
 
 CANDIDATE_FIELDS: dict[str, Callable[[str], list[str]]] = {
     "issuer": party_candidates, "counterparty": party_candidates, "reference": reference_candidates,
-    "date": date_candidates, "currency": currency_candidates, "amount": amount_candidates,
+    "date": date_candidates, "currency": currency_candidates, "amount": total_candidates,
     "account": account_candidates,
 }
 """Document fields whose decoding is narrowed to values found in the text, and their scanners."""
