@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 PROMPT_VERSION = "doc-v1/win-v1"
-CHAT_PROMPT_VERSION = "chat-doc-v2/chat-win-v2"  # v2: no schema text (decoding enforces the schema)
+# v2: no schema text (decoding enforces the schema); win-v3: each count a flag rests on is named by that flag
+CHAT_PROMPT_VERSION = "chat-doc-v2/chat-win-v3"
 ANSWER_MARKER = "### JSON:\n"
 
 DOCUMENT_INSTRUCTION = (
@@ -71,7 +72,13 @@ CHAT_DOCUMENT_TASK = ("Extract these fields as JSON: doc_type, issuer (who issue
                       "currency (ISO 4217 code), amount (the total, like 1234.50), account (IBAN or account "
                       "number, no spaces).")
 CHAT_WINDOW_TASK = ("Summarise this account window as JSON. net >= 0: net_inflow, else net_outflow; one flag per "
-                    "count above 0; risk low, medium, high for 0, 1, 2+ flags.")
+                    "count above 0, named like the count; risk low, medium, high for 0, 1, 2+ flags.")
+# Chat windows name each flag's count by the flag itself ("large_cash: 1"), so the model copies a name it sees
+# instead of mapping a description ("large cash movements") to a flag.
+def _flag_count_labels() -> dict[str, str]:
+    from pipeline.windows import FLAG_COUNTS
+
+    return {count: flag.value for flag, count in FLAG_COUNTS.items()}
 
 
 class ChatTokenizer(Protocol):
@@ -98,7 +105,9 @@ def document_messages(document_text: str) -> list[dict[str, str]]:
 
 
 def window_messages(facts: Mapping[str, object]) -> list[dict[str, str]]:
-    body = render_window_prompt(facts)[len(WINDOW_INSTRUCTION):-len(ANSWER_MARKER)].strip()
+    render_window_prompt(facts)  # the same check for missing facts
+    names = _flag_count_labels()
+    body = "\n".join(f"{names.get(key, label)}: {facts[key]}" for key, label in WINDOW_FACT_LABELS)
     user = f"{CHAT_WINDOW_TASK}\n\nWindow:\n{body}"
     return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}]
 

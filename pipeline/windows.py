@@ -108,7 +108,7 @@ def out_of_range(facts: dict[str, object]) -> str | None:
     return f"{', '.join(bad)} do not fit decimal({FACT_PRECISION},{FACT_SCALE}) (|value| < 1e{FACT_PRECISION - FACT_SCALE})"
 
 
-_FLAG_COUNTS = {
+FLAG_COUNTS = {
     Flag.LARGE_CASH: "large_cash_count",
     Flag.NEW_COUNTERPARTIES: "new_counterparty_count",
     Flag.STRUCTURING: "structuring_count",
@@ -118,7 +118,7 @@ _FLAG_COUNTS = {
 
 def reference_summary(facts: dict[str, object]) -> AccountWindowSummary:
     """The rule the model learns: flags from non-zero counts, risk from the flag count."""
-    flags = [f for f in FLAG_ORDER if int(facts[_FLAG_COUNTS[f]]) > 0]  # type: ignore[arg-type]
+    flags = [f for f in FLAG_ORDER if int(facts[FLAG_COUNTS[f]]) > 0]  # type: ignore[arg-type]
     risk = RiskLevel.LOW if not flags else RiskLevel.MEDIUM if len(flags) == 1 else RiskLevel.HIGH
     net = str(facts["net"])
     cls = WindowClassification.NET_OUTFLOW if net.startswith("-") else WindowClassification.NET_INFLOW

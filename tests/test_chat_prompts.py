@@ -51,7 +51,11 @@ def test_chat_model_gets_system_then_fields_then_document(tmp_path):
 def test_window_facts_go_in_the_user_turn(tmp_path):
     tok = _tokenizer(tmp_path, CHATML_SMOLLM)
     user = window_messages(FACTS)[1]["content"]
-    assert user.endswith("\n".join(f"{label}: {FACTS[key]}" for key, label in WINDOW_FACT_LABELS))
+    flag_names = {"large_cash_count": "large_cash", "new_counterparty_count": "new_counterparties",
+                  "structuring_count": "structuring", "foreign_count": "foreign_currency"}
+    # each count a flag rests on is labelled with that flag's name; the other facts keep their labels
+    assert user.endswith("\n".join(f"{flag_names.get(key, label)}: {FACTS[key]}" for key, label in WINDOW_FACT_LABELS))
+    assert "large_cash: " in user and "large cash movements" not in user
     assert encode_prompt(tok, "window", facts=FACTS) == tok.encode_chat(window_messages(FACTS))
 
 
