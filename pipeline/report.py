@@ -13,7 +13,7 @@ from rich.table import Table
 
 from pipeline.datasets import DATASETS
 from pipeline.manifest import latest_manifest
-from pipeline.sink import published_parts
+from pipeline.sink import STAGING, TRASH, published_parts
 
 
 def run_summary_table(m: dict[str, Any]) -> Table:
@@ -88,10 +88,11 @@ def inspect_output(output_dir: Path, console: Console | None = None) -> int:
     if m:
         console.print(run_summary_table(m))
         console.print(f"last manifest: run {m['run_key']} finished {m['finished_at']}")
-    staging = output_dir / "_staging"
-    if staging.is_dir() and any(staging.iterdir()):
-        console.print(f"[yellow]unpublished staging present ({', '.join(p.name for p in staging.iterdir())}):"
-                      " an interrupted run; re-run it to resume[/yellow]")
+    staging = output_dir / STAGING
+    runs = sorted(p.name for p in staging.iterdir() if not p.name.startswith(TRASH)) if staging.is_dir() else []
+    if runs:  # (the trash of a finished run, left by a kill during its cleanup, is removed by the next run)
+        console.print(f"[yellow]unpublished staging present ({', '.join(runs)}): an interrupted run; re-run it to "
+                      "resume[/yellow]")
     return 0 if found else 1
 
 
