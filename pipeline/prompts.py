@@ -53,13 +53,18 @@ def render_document_prompt(document_text: str) -> str:
     return f"{DOCUMENT_INSTRUCTION}{document_text.strip()}\n{ANSWER_MARKER}"
 
 
-def render_window_prompt(facts: Mapping[str, object]) -> str:
-    """Prompt for one account window; `facts` is one row of `pipeline.windows.window_facts`."""
+def _window_body(facts: Mapping[str, object], labels: Mapping[str, str] | None = None) -> str:
+    """The facts as `label: value` lines in WINDOW_FACT_LABELS order; `labels` overrides some labels."""
     missing = [key for key, _ in WINDOW_FACT_LABELS if key not in facts]
     if missing:
         raise KeyError(f"window facts lack {missing}")
-    body = "\n".join(f"{label}: {facts[key]}" for key, label in WINDOW_FACT_LABELS)
-    return f"{WINDOW_INSTRUCTION}{body}\n{ANSWER_MARKER}"
+    labels = labels or {}
+    return "\n".join(f"{labels.get(key, label)}: {facts[key]}" for key, label in WINDOW_FACT_LABELS)
+
+
+def render_window_prompt(facts: Mapping[str, object]) -> str:
+    """Prompt for one account window; `facts` is one row of `pipeline.windows.window_facts`."""
+    return f"{WINDOW_INSTRUCTION}{_window_body(facts)}\n{ANSWER_MARKER}"
 
 
 # ------------------------------------------------------------------ chat style
@@ -73,9 +78,11 @@ CHAT_DOCUMENT_TASK = ("Extract these fields as JSON: doc_type, issuer (who issue
                       "number, no spaces).")
 CHAT_WINDOW_TASK = ("Summarise this account window as JSON. net >= 0: net_inflow, else net_outflow; one flag per "
                     "count above 0, named like the count; risk low, medium, high for 0, 1, 2+ flags.")
-# Chat windows name each flag's count by the flag itself ("large_cash: 1"), so the model copies a name it sees
-# instead of mapping a description ("large cash movements") to a flag.
+
+
 def _flag_count_labels() -> dict[str, str]:
+    """Chat windows name each flag's count by the flag itself ("large_cash: 1"), so the model copies a name it
+    sees instead of mapping a description ("large cash movements") to a flag."""
     from pipeline.windows import FLAG_COUNTS
 
     return {count: flag.value for flag, count in FLAG_COUNTS.items()}
@@ -105,9 +112,7 @@ def document_messages(document_text: str) -> list[dict[str, str]]:
 
 
 def window_messages(facts: Mapping[str, object]) -> list[dict[str, str]]:
-    render_window_prompt(facts)  # the same check for missing facts
-    names = _flag_count_labels()
-    body = "\n".join(f"{names.get(key, label)}: {facts[key]}" for key, label in WINDOW_FACT_LABELS)
+    body = _window_body(facts, _flag_count_labels())
     user = f"{CHAT_WINDOW_TASK}\n\nWindow:\n{body}"
     return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}]
 

@@ -245,13 +245,19 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+@functools.cache
+def _renameat2() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two directories in one atomic step (Linux renameat2 RENAME_EXCHANGE; Python's os has no binding for
     it). False where the kernel, libc or filesystem cannot, and the caller falls back to two renames."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
+    renameat2 = _renameat2()
+    if renameat2 is None:
         return False
     at_fdcwd, rename_exchange = -100, 2
     rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)

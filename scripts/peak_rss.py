@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from pipeline.ingest.worker import rss_bytes
+
 
 def _children(pid: int) -> list[int]:
     out = [pid]
@@ -24,14 +26,6 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
@@ -39,8 +33,8 @@ def main(argv: list[str]) -> int:
     proc = subprocess.Popen(argv)
     peak_all = peak_main = 0
     while proc.poll() is None:
-        peak_all = max(peak_all, sum(_rss(p) for p in _children(proc.pid)))
-        peak_main = max(peak_main, _rss(proc.pid))
+        peak_all = max(peak_all, sum(rss_bytes(p) for p in _children(proc.pid)))
+        peak_main = max(peak_main, rss_bytes(proc.pid))
         time.sleep(0.1)
     print(f"exit {proc.returncode}; peak RSS: all processes {peak_all / 2**20:.0f} MiB, "
           f"main process {peak_main / 2**20:.0f} MiB", file=sys.stderr)

@@ -110,7 +110,8 @@ def load_parser(name: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), attr)
 
 
-def _rss_bytes(pid: int) -> int:
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process, from /proc (0 where unreadable)."""
     try:
         with open(f"/proc/{pid}/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -203,7 +204,7 @@ class FileWorker:
                 self._kill()
                 how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                 return FileFailure("ParserCrashed", f"the parser process died ({how}) while reading this file")
-            rss = _rss_bytes(self._proc.pid)
+            rss = rss_bytes(self._proc.pid)
             if rss > self.limits.max_worker_memory_bytes:
                 self._kill()
                 return FileFailure("MemoryLimit", f"the parser used {rss >> 20} MiB, over the limit of "
