@@ -87,7 +87,7 @@ def _add_run(sub: Any) -> None:
 
     p = sub.add_parser("run", help="ingest an input folder, extract with the model, write Parquet",
                        description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")
-    p.add_argument("--input", required=True, help="input directory (PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet)")
+    p.add_argument("--input", required=True, help="input directory (PDF; transaction logs: CSV/TSV/TXT/DAT, JSONL/JSON, Parquet, OFX/QFX, QIF, MT940, CAMT XML, XLS/XLSX/ODS)")
     p.add_argument("--output", default="output", help="output directory (default ./output)")
     p.add_argument("--model", default=None, help="a Hugging Face model directory, a .gguf file or a registered model "
                                                 "name (`pipeline models list`), or finextract-smollm2 (the fine-tuned SmolLM2 for real "

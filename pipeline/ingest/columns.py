@@ -57,6 +57,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "account", "account number", "account no", "iban", "auftragskonto", "rekeningnummer", "eigen rekening",
         "cislo uctu", "numero de compte", "cuenta", "conto", "rachunek", "numer rachunku", "номер счета",
         "номер карты счета договора", "account id", "account name", "szamlaszam", "own account",
+        "rekening", "konto", "kontonummer", "account iban",
     ),
 }
 ROLES = tuple(SYNONYMS)

@@ -153,7 +153,7 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
     seen[sha] = rel
     if kind == "unsupported":
         file_error("UnsupportedFormat", f"'{Path(rel).suffix or '(no extension)'}' files are not ingested; "
-                   "expected PDF, CSV/TSV/TXT/DAT, JSONL/JSON or Parquet", Stage.DISCOVER)
+                   "expected PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet, OFX/QFX, QIF, MT940, CAMT XML or XLS/XLSX/ODS", Stage.DISCOVER)
         return
     if size > limits.max_file_bytes:
         file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_file_bytes:,} (max_file_bytes; "

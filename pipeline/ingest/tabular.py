@@ -110,23 +110,33 @@ class _Candidate:
     match: ColumnMatch
 
 
+def best_header(split: list[list[str]]) -> tuple[tuple[float, ...], int, ColumnMatch] | None:
+    """(score, index, match) of the row that best reads as a transaction header: the most column synonyms, then
+    the most consistent field count in the 20 rows below it, then the earliest. None when no row has a date and
+    an amount name."""
+    best: tuple[tuple[float, ...], int, ColumnMatch] | None = None
+    for i, cells in enumerate(split[:_HEADER_SCAN_LINES]):
+        if len(cells) < 2:
+            continue
+        m = match_columns(cells)
+        if m.score < 10:
+            continue
+        below = [len(c) for c in split[i + 1 : i + 21] if any(str(x).strip() for x in c)]
+        n = len(cells)
+        consistent = sum(1 for k in below if abs(k - n) <= 1) / len(below) if below else 0.0
+        score = (float(m.score), consistent, -float(i))
+        if best is None or score > best[0]:
+            best = (score, i, m)
+    return best
+
+
 def _best_layout(text: str) -> _Candidate | None:
     lines = physical_lines(text)[: _HEADER_SCAN_LINES + 30]
     best: _Candidate | None = None
     for d in DELIMITERS:
-        split = _split(lines, d)
-        for i, cells in enumerate(split[:_HEADER_SCAN_LINES]):
-            if len(cells) < 2:
-                continue
-            m = match_columns(cells)
-            if m.score < 10:
-                continue
-            below = [len(c) for c in split[i + 1 : i + 21] if any(x.strip() for x in c)]
-            n = len(cells)
-            consistent = sum(1 for k in below if abs(k - n) <= 1) / len(below) if below else 0.0
-            score = (float(m.score), consistent, -float(i))
-            if best is None or score > best.score:
-                best = _Candidate(score, d, i, m)
+        found = best_header(_split(lines, d))
+        if found is not None and (best is None or found[0] > best.score):
+            best = _Candidate(found[0], d, found[1], found[2])
     return best
 
 

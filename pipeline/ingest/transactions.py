@@ -1,4 +1,5 @@
-"""Transaction logs (CSV/TSV/DAT/TXT, JSONL/JSON, Parquet) -> canonical Arrow transaction rows.
+"""Transaction logs (CSV/TSV/DAT/TXT, JSONL/JSON, Parquet, and the bank formats of `pipeline.ingest.formats`:
+OFX/QFX, QIF, MT940, CAMT, spreadsheets) -> canonical Arrow transaction rows.
 
 `read_transactions` never raises for bad input: rows it cannot understand become error rows that
 carry the file and the 1-based line/record number; a file it cannot understand becomes one error.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from decimal import Decimal
@@ -17,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.errors import ErrorRecord, Stage, Unit
+from pipeline.ingest import formats
+from pipeline.ingest.formats.statement import Statement, canonical_rows
 from pipeline.ids import stable_id
 from pipeline.ingest.columns import ColumnMatch, match_columns
 from pipeline.ingest.tabular import NotATable, RawTable, parse_delimited
@@ -24,6 +28,7 @@ from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.values import (
     choose_date_format,
     detect_decimal_comma,
+    iban_currency,
     normalise_currency,
     parse_amount,
     parse_date,
@@ -33,11 +38,11 @@ from schemas.transactions import TRANSACTION_ARROW_SCHEMA
 DELIMITED_SUFFIXES = frozenset({".csv", ".tsv", ".txt", ".dat", ".tab"})
 JSON_SUFFIXES = frozenset({".jsonl", ".ndjson", ".json"})
 PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
-TRANSACTION_SUFFIXES = DELIMITED_SUFFIXES | JSON_SUFFIXES | PARQUET_SUFFIXES
+TRANSACTION_SUFFIXES = DELIMITED_SUFFIXES | JSON_SUFFIXES | PARQUET_SUFFIXES | formats.SUFFIXES
 
 # Transaction row ids carry it: bump it when a file reads differently (v2: decimal mark per value; v3: a broken
-# record costs its own row only).
-PARSER_VERSION = "tx-v3"
+# record costs its own row only; v4: bank formats, totals lines, currency from the IBAN's country).
+PARSER_VERSION = "tx-v4"
 
 
 def transaction_row_id(file_sha256: str, source_row: int) -> str:
@@ -138,6 +143,10 @@ def _parquet_records(data: bytes) -> RawTable:
 
 # ---------------------------------------------------------------- mapping to canonical rows
 
+# Exports often end with a totals line ("Transactions Total", "Summe", "Итого"); it stays an error row, named so.
+_TOTAL_LABEL = re.compile(r"(?i)\b(total|totals|subtotal|summe|gesamt|totaal|totale|итого|всего)\b")
+
+
 def _row_error(sha: str, source_file: str, line: int, cls: str, msg: str) -> ErrorRecord:
     return ErrorRecord(row_id=transaction_row_id(sha, line), unit=Unit.ROW, source_file=source_file,
                        source_row=line, stage=Stage.INGEST, error_class=cls, message=msg)
@@ -231,7 +240,8 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
     account_idx, cp_idx = m.first("account"), m.first("counterparty")
     desc_cols = m.roles.get("description", [])
     fallback_account = pre_account or PurePosixPath(source_file).stem
-    fallback_currency = m.header_currency or pre_currency or default_currency
+    file_currency = m.header_currency or pre_currency
+    from_iban = 0
     out.details = {"encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
                    "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
                    "columns": {r: [table.header[i] for i in v] for r, v in m.roles.items()}, "notes": table.notes}
@@ -254,10 +264,14 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
             if amount is None:
                 raise ValueError("empty amount")
             currency = normalise_currency(_cell(rec, cur_idx)) if cur_idx is not None else None
-            currency = currency or cell_cur or fallback_currency
-            if currency is None:
-                raise ValueError("no currency: no currency column, symbol or file-level hint")
             account = _cell(rec, account_idx)
+            currency = currency or cell_cur or file_currency
+            if currency is None and (currency := iban_currency(account if account is not None else fallback_account)):
+                from_iban += 1
+            currency = currency or default_currency
+            if currency is None:
+                raise ValueError("no currency: no currency column, symbol, file-level hint, IBAN country or "
+                                 "--default-currency")
             descs = [str(v) for i in desc_cols if (v := _cell(rec, i)) is not None]
             cp = _cell(rec, cp_idx)
             out.rows.append({
@@ -271,7 +285,34 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
                 "source_row": int(line),
             })
         except ValueError as exc:
-            out.errors.append(_row_error(sha, source_file, line, "BadRow", str(exc)))
+            if _TOTAL_LABEL.search(" ".join(str(c) for c in rec if isinstance(c, str))):
+                out.errors.append(_row_error(sha, source_file, line, "SummaryRow",
+                                             f"a totals line, not a transaction ({exc})"))
+            else:
+                out.errors.append(_row_error(sha, source_file, line, "BadRow", str(exc)))
+    if from_iban:
+        out.details["currency_from_iban_country"] = from_iban
+    return out
+
+
+def _statement_file(statement: Statement, source_file: str, sha: str, default_currency: str | None) -> TransactionFile:
+    rows, bad = canonical_rows(statement, source_file, default_currency, PurePosixPath(source_file).stem)
+    out = TransactionFile(rows=rows, n_records=statement.n_records)
+    out.errors = [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in bad]
+    out.details = {"format": statement.format, "source_row": statement.row_unit, "notes": statement.notes}
+    return out
+
+
+def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_currency: str | None) -> TransactionFile:
+    """Several tables of one file (a workbook's sheets), each mapped on its own, as one result."""
+    out = TransactionFile()
+    for table in tables:
+        part = map_table(table, source_file, sha, default_currency)
+        part.errors += [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in table.bad_records]
+        out.rows += part.rows
+        out.errors += part.errors
+        out.n_records += len(table.rows) + len(table.bad_records)
+        out.details.setdefault("sheets", []).append(part.details)
     return out
 
 
@@ -280,6 +321,13 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
     suffix = PurePosixPath(source_file).suffix.lower()
     pre_errors: list[ErrorRecord] = []
     try:
+        reader = formats.reader_for(suffix, data[:4096])
+        if reader is not None:
+            parsed = reader.read(data)
+            result = (_statement_file(parsed, source_file, sha, default_currency) if isinstance(parsed, Statement)
+                      else _tables_file(parsed, source_file, sha, default_currency))
+            result.errors.sort(key=lambda e: e.source_row or 0)
+            return result
         if suffix in PARQUET_SUFFIXES:
             table = _parquet_records(data)
         elif suffix in JSON_SUFFIXES:
@@ -290,8 +338,6 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
             raise NotATable("no data rows")
         result = map_table(table, source_file, sha, default_currency)
     except NotATable as exc:
-        if pre_errors and not isinstance(exc, NotATable):
-            raise
         cls = "EmptyTable" if str(exc) == "no data rows" else "UnrecognisedTable"
         err = ErrorRecord(row_id=file_unit_id(sha, source_file), unit=Unit.FILE, source_file=source_file,
                           stage=Stage.INGEST, error_class=cls, message=f"not a transaction log we can read: {exc}",

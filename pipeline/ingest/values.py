@@ -31,6 +31,22 @@ def normalise_currency(value: str | None) -> str | None:
     return v if _ISO_CURRENCY.match(v) else None
 
 
+def iban_currency(account: object) -> str | None:
+    """The currency of a valid IBAN's country when it has exactly one today (babel's territory data: NL -> EUR).
+
+    A bank account keeps its country's currency unless the export says otherwise, so this comes after a
+    currency column, a symbol and a file-level hint, and before --default-currency."""
+    from babel.numbers import get_territory_currencies
+
+    from pipeline.grounding.accounts import valid_iban
+
+    iban = str(account or "").replace(" ", "").upper()
+    if len(iban) < 15 or not valid_iban(iban):
+        return None
+    currencies = get_territory_currencies(iban[:2], tender=True)
+    return currencies[0] if len(currencies) == 1 else None
+
+
 def strip_currency(raw: str) -> tuple[str, str | None]:
     """Remove a currency symbol or code around an amount; return (rest, ISO code found)."""
     s = raw.strip()

@@ -1,0 +1,73 @@
+"""SWIFT MT940 statements with the mt-940 library; source_row is the line of each entry's :61: tag."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from pipeline.ingest.formats.statement import Entry, Statement, clean, require_entries
+from pipeline.ingest.tabular import NotATable
+
+SUFFIXES = frozenset({".sta", ".mt940", ".940", ".swi"})
+_START = re.compile(rb"^\s*(\{1:|:20:|:940:)", re.MULTILINE)
+_TAG61 = re.compile(r"^:61:", re.MULTILINE)
+# mt-940 splits the German ?NN sub-fields of :86: (applicant_name, purpose); SWIFT's /CODE/value/ form, which
+# SEPA banks write (/NAME/Acme SARL/REMI/Invoice 42), it leaves as one string, so the name is taken here.
+_SLASH_NAME = re.compile(r"/NAME/([^/]+)")
+_CURRENCY_SUFFIX = re.compile(r"^(.*?\d)\s*([A-Z]{3})$")
+
+
+def sniff(head: bytes) -> bool:
+    return bool(_START.search(head[:512])) and b":61:" in head or head.lstrip().startswith(b"{1:")
+
+
+def _account(value: object) -> str | None:
+    """':25:' as printed, less a trailing currency code ('1291.99.348EUR')."""
+    s = clean(value)
+    if s is None:
+        return None
+    m = _CURRENCY_SUFFIX.match(s.replace(" ", ""))
+    return m.group(1) if m else s
+
+
+def read(data: bytes) -> Statement:
+    import mt940
+    from mt940 import processors
+
+    text = data.decode("utf-8") if _is_utf8(data) else data.decode("latin-1")
+    defaults = mt940.models.Transactions.DEFAULT_PROCESSORS
+    post = [*defaults["post_statement"], processors.transactions_to_transaction("account_identification")]
+    parsed = mt940.models.Transactions(processors={"post_statement": post})
+    try:
+        parsed.parse(text)
+    except Exception as exc:  # the library raises ValueError, KeyError, RuntimeError on malformed tags
+        raise NotATable(f"unreadable MT940: {type(exc).__name__}: {exc}") from exc
+    tag_lines = [text.count("\n", 0, m.start()) + 1 for m in _TAG61.finditer(text)]
+    if len(tag_lines) != len(parsed.transactions):  # cannot tie entries to lines: count them instead
+        tag_lines = list(range(1, len(parsed.transactions) + 1))
+        unit = "transaction record"
+    else:
+        unit = "line of the entry's :61: tag"
+    out = Statement("MT940", unit)
+    for line, tx in zip(tag_lines, parsed.transactions):
+        d = tx.data
+        amount = d.get("amount")
+        if amount is None or d.get("date") is None:
+            out.bad.append((line, "MT940 entry without a date or an amount"))
+            continue
+        details = d.get("transaction_details")
+        name = d.get("applicant_name") or (m.group(1) if details and (m := _SLASH_NAME.search(details)) else None)
+        desc = [d.get("posting_text"), d.get("purpose"), details, d.get("extra_details")]
+        out.entries.append(Entry(
+            source_row=line, booked=d["date"], amount=Decimal(str(amount.amount)), currency=amount.currency,
+            account=_account(d.get("account_identification")), counterparty=clean(name),
+            description=" | ".join(dict.fromkeys(c for x in desc if (c := clean(x)))) or None))
+    return require_entries(out)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
