@@ -55,6 +55,11 @@ def _limits_key(limits: Any) -> Any:
     return limits.model_dump() if hasattr(limits, "model_dump") else limits
 
 
+def _profiles_key(profiles: Any) -> list[Any] | None:
+    """Bank profiles by content (a changed profile reads files differently)."""
+    return None if profiles is None else [p.model_dump() if hasattr(p, "model_dump") else p for p in profiles]
+
+
 def ingest_cache_key(_ctx: Any, params: dict[str, Any]) -> str | None:
     """Prefect `cache_key_fn` for the ingest task (None, i.e. no caching, if the folder is missing)."""
     input_dir = Path(params["input_dir"])
@@ -65,4 +70,5 @@ def ingest_cache_key(_ctx: Any, params: dict[str, Any]) -> str | None:
     globs = tuple(params.get("exclude_globs") or ())
     files = input_fingerprint(input_dir, exclude, limit, globs)
     return "ingest-" + stable_id(str(input_dir), str(input_dir.resolve()), limit, params.get("default_currency"),
-                                 code_fingerprint(), files, globs, _limits_key(params.get("limits")))
+                                 code_fingerprint(), files, globs, _limits_key(params.get("limits")),
+                                 _profiles_key(params.get("bank_profiles")))

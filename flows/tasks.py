@@ -29,6 +29,7 @@ from prefect.utilities.annotations import quote
 from flows.caching import ingest_cache_key
 from pipeline.bucketing import Bucket, PreparedRequests
 from pipeline.ingest import IngestLimits, IngestResult, ingest
+from pipeline.ingest.profiles import BankProfile
 from pipeline.models import load_llm
 from pipeline.run import BucketResult, Stages, infer, prepare_requests, write_run
 from pipeline.sink import Staging
@@ -43,11 +44,12 @@ class TransientEngineFailure(RuntimeError):
 @task(name="ingest", retries=2, retry_delay_seconds=[5, 30], cache_key_fn=ingest_cache_key, persist_result=True)
 def ingest_task(input_dir: Path, *, limit: int | None = None, default_currency: str | None = None,
                 exclude: tuple[Path, ...] = (), exclude_globs: tuple[str, ...] = (),
-                limits: IngestLimits | None = None, progress: bool = False) -> IngestResult:
+                limits: IngestLimits | None = None, progress: bool = False,
+                bank_profiles: tuple[BankProfile, ...] | None = None) -> IngestResult:
     """Input folder -> Arrow tables. Cached by content: re-running history with a new model or
     prompt re-reads no PDFs."""
     result = ingest(input_dir, limit=limit, default_currency=default_currency, exclude=exclude,
-                    exclude_globs=exclude_globs, limits=limits, progress=progress)
+                    exclude_globs=exclude_globs, limits=limits, progress=progress, bank_profiles=bank_profiles)
     get_run_logger().info("ingested %d files: %d documents, %d transaction rows, %d file/row errors",
                           result.files.num_rows, result.documents.num_rows, result.transactions.num_rows,
                           result.errors.num_rows)

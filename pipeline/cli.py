@@ -40,7 +40,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
             run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force, exclude=args.exclude,
             default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
-            extraction=args.extraction, limits=_limits(args),
+            extraction=args.extraction, limits=_limits(args), bank_profile_dirs=args.bank_profiles,
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
         )
     except ValidationError as exc:
@@ -100,6 +100,10 @@ def _add_run(sub: Any) -> None:
                         "hidden and _-prefixed files are skipped with a Skipped error row")
     p.add_argument("--force", action="store_true", help="re-process units already in the output")
     p.add_argument("--default-currency", default=None, help="ISO code for logs that name no currency")
+    p.add_argument("--bank-profiles", action="append", default=[], type=Path, metavar="DIR",
+                   help="folder of bank CSV profiles (*.toml: file-name pattern, delimiter, header, columns, date "
+                        "format, decimal mark, currency) tried before the shipped ones in data/bank_profiles; "
+                        "repeatable")
     p.add_argument("--extraction", choices=["auto", "model"], default="auto",
                    help="auto (default): PDFs carrying an e-invoice (ZUGFeRD, Factur-X, XRechnung, UBL) are read from "
                         "its XML, the rest by the model; model: every document by the model")

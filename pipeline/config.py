@@ -83,6 +83,25 @@ class RunConfig(BaseModel):
     progress: bool = True
     engine: EngineOptions = Field(default_factory=EngineOptions)
     limits: IngestLimits = Field(default_factory=IngestLimits, description="per-file bounds of ingestion")
+    bank_profile_dirs: list[Path] = Field(default_factory=list, description="folders of bank CSV profiles (*.toml), "
+                                          "tried before the shipped ones (pipeline.ingest.profiles)")
+
+    @field_validator("bank_profile_dirs")
+    @classmethod
+    def _profiles_load(cls, v: list[Path]) -> list[Path]:
+        from pipeline.ingest.profiles import load_profiles  # noqa: PLC0415
+
+        missing = [str(d) for d in v if not Path(d).is_dir()]
+        if missing:
+            raise ValueError(f"bank profile folder not found: {', '.join(missing)}")
+        load_profiles(*v)  # a profile that does not parse fails the run before it starts
+        return v
+
+    def bank_profiles(self) -> tuple[Any, ...]:
+        """The user's profiles, then the shipped ones."""
+        from pipeline.ingest.profiles import SHIPPED_DIR, load_profiles  # noqa: PLC0415
+
+        return load_profiles(*self.bank_profile_dirs, SHIPPED_DIR)
 
     @field_validator("model_dir", mode="before")
     @classmethod

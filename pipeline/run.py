@@ -251,7 +251,7 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
         recovered = roll_forward(output_dir)
         result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
                                exclude=(output_dir,), exclude_globs=tuple(cfg.exclude), limits=cfg.limits,
-                               progress=cfg.progress)
+                               progress=cfg.progress, bank_profiles=cfg.bank_profiles())
         timings["ingest"] = time.perf_counter() - t
         t = time.perf_counter()
         units, plan_errors = plan_units(result, model_id, version, cfg.extraction, _output_settings(cfg))

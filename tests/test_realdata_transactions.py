@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.ingest.profiles import SHIPPED_DIR, load_profiles
 from pipeline.ingest.transactions import TransactionFile, read_transactions
 from tests.helpers.beancount_expected import expected_entries
 
@@ -27,7 +28,7 @@ def _exports() -> list[Path]:
 
 def _read(path: Path) -> TransactionFile:
     data = path.read_bytes()
-    return read_transactions(data, path.name, hashlib.sha256(data).hexdigest())
+    return read_transactions(data, path.name, hashlib.sha256(data).hexdigest(), profiles=load_profiles(SHIPPED_DIR))
 
 
 @pytest.mark.parametrize("path", _exports(), ids=lambda p: p.name)

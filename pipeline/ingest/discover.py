@@ -13,6 +13,7 @@ from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.ids import file_sha256, sha256_bytes
 from pipeline.ingest.limits import IngestLimits
 from pipeline.ingest.pdf import PdfDocument, documents_to_table, pdf_doc_error_id
+from pipeline.ingest.profiles import SHIPPED_DIR, BankProfile, load_profiles
 from pipeline.ingest.transactions import TRANSACTION_SUFFIXES, file_unit_id, rows_to_table
 from pipeline.ingest.worker import FileFailure, FileTask, FileWorker, ParsedPdf
 
@@ -120,7 +121,7 @@ def _head(path: Path, n: int = 8) -> bytes:
 
 
 def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, default_currency: str | None,
-                seen: dict[str, str], files: list[dict], docs: list[PdfDocument], tx_tables: list[pa.Table],
+                profiles: tuple[BankProfile, ...], seen: dict[str, str], files: list[dict], docs: list[PdfDocument], tx_tables: list[pa.Table],
                 errors: list[ErrorRecord]) -> None:
     """One file into its outputs or its error row; nothing that goes wrong here stops the run."""
     size, read_error = _size(path), None
@@ -159,7 +160,7 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
         file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_file_bytes:,} (max_file_bytes; "
                    "raise it with --max-file-mb, or split the file)")
         return
-    out = worker.parse(FileTask(kind, str(path), rel, sha, default_currency), size)
+    out = worker.parse(FileTask(kind, str(path), rel, sha, default_currency, profiles), size)
     if isinstance(out, FileFailure):
         file_error(out.error_class, out.message)
     elif isinstance(out, ParsedPdf):
@@ -186,9 +187,11 @@ def ingest(
     limits: IngestLimits | None = None,
     progress: bool = False,
     worker: FileWorker | None = None,
+    bank_profiles: tuple[BankProfile, ...] | None = None,
 ) -> IngestResult:
     """Read every input file (the first `limit` in path order when given) into Arrow tables; each file is parsed
-    in a worker process under `limits` (`pipeline.ingest.worker`; `worker` passes one in)."""
+    in a worker process under `limits` (`pipeline.ingest.worker`; `worker` passes one in). Delimited logs are
+    read as the first matching `bank_profiles` entry says (default: the shipped profiles)."""
     root = Path(input_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"input directory not found: {root}")
@@ -196,6 +199,7 @@ def ingest(
     if limit is not None:
         paths = paths[:limit]
     limits = limits or IngestLimits()
+    profiles = load_profiles(SHIPPED_DIR) if bank_profiles is None else bank_profiles
     docs: list[PdfDocument] = []
     errors: list[ErrorRecord] = []
     files: list[dict] = []
@@ -223,7 +227,7 @@ def ingest(
     try:
         for path in iterator:
             _ingest_one(path, printable_name(path.relative_to(base).as_posix()), limits, worker, default_currency,
-                        seen, files, docs, tx_tables, errors)
+                        profiles, seen, files, docs, tx_tables, errors)
     finally:
         if own:
             worker.close()

@@ -41,6 +41,7 @@ class RawTable:
     preamble: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     bad_records: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): each one row error
+    profile: Any = None  # the BankProfile it was read with, whose date format, decimal mark and currency apply
 
     def preamble_hints(self) -> tuple[str | None, str | None]:
         """(account, currency) mentioned in preamble lines, e.g. an IBAN or 'EUR'."""
@@ -188,17 +189,82 @@ def _records(text: str, delimiter: str, start_line: int) -> tuple[list[tuple[int
     return out, bad
 
 
-def parse_delimited(data: bytes) -> RawTable:
-    """Decode, sniff and split a delimited export. Raises NotATable with a reason."""
-    if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise NotATable("binary file (NUL bytes), not a text export")
+def _decode_best(data: bytes) -> tuple[str, str, _Candidate | None]:
+    """(encoding, text, best header layout) of the decoding whose header reads best (earlier ones win ties)."""
     scored: list[tuple[tuple[float, ...], str, str, _Candidate | None]] = []
     for rank, (enc, text) in enumerate(decode_candidates(data)):
         cand = _best_layout(text)
-        key = (cand.score if cand else (0.0,)) + (-rank,)
-        scored.append((key, enc, text, cand))
-    scored.sort(key=lambda t: t[0], reverse=True)
-    _, enc, text, cand = scored[0]
+        scored.append(((cand.score if cand else (0.0,)) + (-rank,), enc, text, cand))
+    _, enc, text, cand = max(scored, key=lambda t: t[0])
+    return enc, text, cand
+
+
+def _profile_columns(profile: Any, header: list[str], match: ColumnMatch) -> ColumnMatch:
+    """The profile's column roles over the detected ones; a column it names keeps only the role it gives."""
+    from pipeline.ingest.columns import normalise_header
+
+    names = [normalise_header(h) for h in header]
+    given: dict[str, list[int]] = {}
+    for role, refs in profile.columns.items():
+        wanted = refs if isinstance(refs, list) else [refs]
+        found = []
+        for ref in wanted:
+            if isinstance(ref, int):
+                if 1 <= ref <= len(header):
+                    found.append(ref - 1)
+            elif normalise_header(ref) in names:
+                found.append(names.index(normalise_header(ref)))
+        # a list names alternatives (export layouts differ): one present is enough; a single column must be there
+        if not found or (len(wanted) == 1 and len(found) != 1):
+            raise NotATable(f"bank profile {profile.name!r}: no column {' or '.join(map(repr, wanted))} for "
+                            f"{role} in the header {header[:12]}")
+        given[role] = found
+    taken = {i for cols in given.values() for i in cols}
+    roles = {r: [i for i in cols if i not in taken] for r, cols in match.roles.items() if r not in given}
+    return ColumnMatch(roles={**{r: c for r, c in roles.items() if c}, **given}, header_currency=match.header_currency)
+
+
+def _parse_with_profile(data: bytes, profile: Any) -> RawTable:
+    """A delimited file read as its bank profile says, detecting only what the profile leaves open."""
+    if profile.encoding:
+        enc, text = profile.encoding, data.decode(profile.encoding, errors="replace")
+    else:
+        enc, text, _ = _decode_best(data)
+    lines = physical_lines(text)
+    start = profile.skip_lines
+    if start >= len(lines):
+        raise NotATable(f"bank profile {profile.name!r}: skips {start} lines of {len(lines)}")
+    body_text = "\n".join(lines[start:])
+    delimiter = profile.delimiter
+    if delimiter is None:
+        found = _best_layout(body_text) if profile.header else None
+        layout = None if found else _headerless_layout(body_text)
+        delimiter = found.delimiter if found else (layout[0] if layout else None)
+        if delimiter is None:
+            raise NotATable(f"bank profile {profile.name!r}: no delimiter found; set `delimiter`")
+    if profile.header:
+        header = [h.strip() for h in _split_line(lines[start], delimiter)]
+        rows, bad = _records(text, delimiter, start + 1)
+        match = match_columns(header)
+    else:
+        rows, bad = _records(text, delimiter, start)
+        width = max((len(r) for _, r in rows), default=0)
+        header = [f"column_{i + 1}" for i in range(width)]
+        from pipeline.ingest.infer_columns import infer_roles
+
+        match = infer_roles(rows, width)
+    return RawTable(header=header, rows=rows, match=_profile_columns(profile, header, match), encoding=enc,
+                    delimiter=delimiter, headerless=not profile.header, preamble=lines[:start], bad_records=bad,
+                    notes=[f"bank profile {profile.name!r}"], profile=profile)
+
+
+def parse_delimited(data: bytes, profile: Any = None) -> RawTable:
+    """Decode, sniff and split a delimited export (as `profile` says where given). Raises NotATable with a reason."""
+    if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise NotATable("binary file (NUL bytes), not a text export")
+    if profile is not None:
+        return _parse_with_profile(data, profile)
+    enc, text, cand = _decode_best(data)
     if not text.strip():
         raise NotATable("empty file")
     if cand is not None and cand.header_index is not None:

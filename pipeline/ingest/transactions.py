@@ -21,6 +21,7 @@ import pyarrow as pa
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.ingest import formats
 from pipeline.ingest.formats.statement import Statement, canonical_rows
+from pipeline.ingest.profiles import BankProfile, profile_for
 from pipeline.ids import stable_id
 from pipeline.ingest.columns import ColumnMatch, match_columns
 from pipeline.ingest.tabular import NotATable, RawTable, parse_delimited
@@ -233,14 +234,17 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
     dollar = any("$" in v for v in money_text)
     usd_share = sum(1 for v in cur_values if normalise_currency(v) == "USD") / max(1, len(cur_values))
     month_first = dollar or usd_share > 0.5 or m.header_currency == "USD" or pre_currency == "USD"
-    date_cols = _date_columns(table, month_first)
+    profile = table.profile
+    date_cols = ([(i, profile.date_format) for i in m.roles.get("date", [])] if profile and profile.date_format
+                 else _date_columns(table, month_first))
     if not date_cols:
         raise NotATable("no column of recognisable dates" + (f" among {table.header[:12]}" if table.header else ""))
-    decimal_comma = detect_decimal_comma(money_text, default=table.delimiter == ";")
+    decimal_comma = (profile.decimal_comma if profile and profile.decimal_comma is not None
+                     else detect_decimal_comma(money_text, default=table.delimiter == ";"))
     account_idx, cp_idx = m.first("account"), m.first("counterparty")
     desc_cols = m.roles.get("description", [])
     fallback_account = pre_account or PurePosixPath(source_file).stem
-    file_currency = m.header_currency or pre_currency
+    file_currency = (profile.currency if profile else None) or m.header_currency or pre_currency
     from_iban = 0
     out.details = {"encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
                    "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
@@ -316,8 +320,10 @@ def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_cur
     return out
 
 
-def read_transactions(data: bytes, source_file: str, sha: str, default_currency: str | None = None) -> TransactionFile:
-    """Read one transaction log. File-level problems become a single file error."""
+def read_transactions(data: bytes, source_file: str, sha: str, default_currency: str | None = None,
+                      profiles: tuple[BankProfile, ...] = ()) -> TransactionFile:
+    """Read one transaction log (a delimited one as the first matching bank profile says). File-level problems
+    become a single file error."""
     suffix = PurePosixPath(source_file).suffix.lower()
     pre_errors: list[ErrorRecord] = []
     try:
@@ -333,7 +339,7 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
         elif suffix in JSON_SUFFIXES:
             table, pre_errors = _json_records(data, source_file, sha, suffix)
         else:
-            table = parse_delimited(data)
+            table = parse_delimited(data, profile_for(source_file, profiles))
         if not table.rows and not pre_errors:
             raise NotATable("no data rows")
         result = map_table(table, source_file, sha, default_currency)

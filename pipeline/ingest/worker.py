@@ -40,6 +40,7 @@ class FileTask:
     source_file: str
     sha: str
     default_currency: str | None = None
+    profiles: tuple[Any, ...] = ()  # BankProfile: the layouts a delimited log may match
 
 
 @dataclass
@@ -73,7 +74,7 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedLog | 
                                   max_text_chars=limits.max_text_chars))
     from pipeline.ingest.transactions import read_transactions, rows_to_table
 
-    tf = read_transactions(data, task.source_file, task.sha, task.default_currency)
+    tf = read_transactions(data, task.source_file, task.sha, task.default_currency, task.profiles)
     return ParsedLog(rows_to_table(tf.rows), tf.errors, tf.details, tf.n_records)
 
 
