@@ -87,7 +87,8 @@ def _add_run(sub: Any) -> None:
 
     p = sub.add_parser("run", help="ingest an input folder, extract with the model, write Parquet",
                        description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")
-    p.add_argument("--input", required=True, help="input directory (PDF; transaction logs: CSV/TSV/TXT/DAT, JSONL/JSON, Parquet, OFX/QFX, QIF, MT940, CAMT XML, XLS/XLSX/ODS)")
+    p.add_argument("--input", required=True, help="input directory (PDF; transaction logs: CSV/TSV/TXT/DAT, "
+                                                  "JSONL/JSON, Parquet, OFX/QFX, QIF, MT940, CAMT XML, XLS/XLSX/ODS)")
     p.add_argument("--output", default="output", help="output directory (default ./output)")
     p.add_argument("--model", default=None, help="a Hugging Face model directory, a .gguf file or a registered model "
                                                 "name (`pipeline models list`), or finextract-smollm2 (the fine-tuned SmolLM2 for real "
@@ -192,7 +193,9 @@ def _limits(args: argparse.Namespace) -> Any:
 
     given = {"max_file_bytes": args.max_file_mb and int(args.max_file_mb * (1 << 20)), "max_pages": args.max_pages,
              "max_text_chars": args.max_text_chars, "parse_seconds": args.parse_timeout,
-             "max_worker_memory_bytes": args.max_worker_memory_mb and int(args.max_worker_memory_mb * (1 << 20))}
+             "max_worker_memory_bytes": args.max_worker_memory_mb and int(args.max_worker_memory_mb * (1 << 20)),
+             "ocr": False if args.no_ocr else None, "max_ocr_pages": args.max_ocr_pages,
+             "ocr_seconds_per_page": args.ocr_page_timeout}
     return IngestLimits(**{k: v for k, v in given.items() if v is not None})
 
 
@@ -206,6 +209,10 @@ def add_limit_args(p: argparse.ArgumentParser) -> None:
                    help="seconds per file, plus 3 s per MiB (default 120); the parser process is killed after it")
     g.add_argument("--max-worker-memory-mb", type=float, default=None,
                    help="resident memory of the parser process (default 8192)")
+    o = p.add_argument_group("OCR of PDF pages without a text layer (Tesseract; scripts/setup.sh installs it)")
+    o.add_argument("--no-ocr", action="store_true", help="do not OCR: image-only PDFs stay NeedsOCR error rows")
+    o.add_argument("--max-ocr-pages", type=int, default=None, help="pages OCRed per PDF (default 50)")
+    o.add_argument("--ocr-page-timeout", type=float, default=None, help="seconds allowed per OCRed page (default 90)")
 
 
 def build_parser() -> argparse.ArgumentParser:

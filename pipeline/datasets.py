@@ -55,7 +55,9 @@ def documents_schema() -> pa.Schema:
         pa.field("source_file", pa.string(), nullable=False),
         pa.field("page_count", pa.int32(), nullable=False),
         pa.field("needs_ocr", pa.bool_(), nullable=False),
-        pa.field("ocr_pages", pa.list_(pa.int32()), nullable=False),
+        pa.field("ocr_pages", pa.list_(pa.int32()), nullable=False),  # pages without a text layer
+        pa.field("ocred_pages", pa.list_(pa.int32()), nullable=False),  # of those, the pages read by OCR
+        pa.field("ocr_engine", pa.string()),
         pa.field("encrypted", pa.bool_(), nullable=False),
         pa.field("truncated", pa.bool_(), nullable=False),
         pa.field("prompt_tokens_full", pa.int64(), nullable=False),

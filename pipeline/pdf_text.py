@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from pypdf import PdfReader
 
-TEXT_VERSION = "pdftext-v1"  # bump when the text a PDF yields changes: document row ids carry it
+TEXT_VERSION = "pdftext-v2"  # bump when the text a PDF yields changes: document row ids carry it (v2: OCR)
 
 _HSPACE = re.compile(r"[ \t\u00a0]+")
 

@@ -21,8 +21,8 @@ from pipeline.ids import stable_id
 from pipeline.ingest.transactions import transaction_row_id
 
 Kind = Literal["document", "window"]
-DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "encrypted", "title", "author",
-                           "creator", "producer", "creation_date")
+DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "ocred_pages", "ocr_engine", "encrypted",
+                           "title", "author", "creator", "producer", "creation_date")
 
 
 def prompt_version(template_sha: str | None = None) -> str:

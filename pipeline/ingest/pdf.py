@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -29,7 +29,9 @@ DOCUMENT_ARROW_SCHEMA = pa.schema(
         pa.field("pages", pa.list_(pa.string()), nullable=False),
         pa.field("text", pa.string(), nullable=False),
         pa.field("needs_ocr", pa.bool_(), nullable=False),  # at least one page has no text layer
-        pa.field("ocr_pages", pa.list_(pa.int32()), nullable=False),  # 1-based page numbers without text
+        pa.field("ocr_pages", pa.list_(pa.int32()), nullable=False),  # 1-based page numbers without text layer
+        pa.field("ocred_pages", pa.list_(pa.int32()), nullable=False),  # of those, the pages whose text is OCR's
+        pa.field("ocr_engine", pa.string()),  # e.g. "tesseract 5.3.0 (eng+deu)" when a page was OCRed
         pa.field("encrypted", pa.bool_(), nullable=False),
         pa.field("title", pa.string()),
         pa.field("author", pa.string()),
@@ -51,16 +53,19 @@ class PdfDocument:
     page_count: int
     pages: list[str]
     text: str
-    needs_ocr: bool
-    ocr_pages: list[int]
+    needs_ocr: bool  # some page has no text: no text layer, and OCR did not read it
+    ocr_pages: list[int]  # pages without a text layer
     encrypted: bool
     metadata: dict[str, str | None] = field(default_factory=dict)
     einvoice_name: str | None = None
     einvoice_xml: bytes | None = None
+    ocred_pages: list[int] = field(default_factory=list)
+    ocr_engine: str | None = None
 
     def as_row(self) -> dict[str, Any]:
-        row = {k: getattr(self, k) for k in ("doc_id", "source_file", "page_count", "pages", "text",
-                                             "needs_ocr", "ocr_pages", "encrypted", "einvoice_name", "einvoice_xml")}
+        row = {k: getattr(self, k) for k in ("doc_id", "source_file", "page_count", "pages", "text", "needs_ocr",
+                                             "ocr_pages", "ocred_pages", "ocr_engine", "encrypted", "einvoice_name",
+                                             "einvoice_xml")}
         row.update({k: self.metadata.get(k) for k in _META_KEYS})
         return row
 
@@ -122,9 +127,11 @@ def pdf_doc_error_id(doc_id: str) -> str:
 
 
 def read_pdf(data: bytes, source_file: str, *, max_pages: int | None = None,
-             max_text_chars: int | None = None) -> PdfDocument | ErrorRecord:
+             max_text_chars: int | None = None, allow_no_text: bool = False) -> PdfDocument | ErrorRecord:
     """Parse one PDF's bytes. Encrypted files are opened with the empty password when that works. A PDF over
-    `max_pages` is not extracted (TooManyPages); one whose text exceeds `max_text_chars` fails (TextTooLong)."""
+    `max_pages` is not extracted (TooManyPages); one whose text exceeds `max_text_chars` fails (TextTooLong).
+    A PDF without any text layer is a NeedsOCR error, or with `allow_no_text` a document with empty text for OCR
+    to fill in (`with_ocr`)."""
     from pypdf import PdfReader
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -156,12 +163,32 @@ def read_pdf(data: bytes, source_file: str, *, max_pages: int | None = None,
     if max_text_chars is not None and len(text) > max_text_chars:
         return fail("TextTooLong", f"{len(text):,} characters of text, over the limit of {max_text_chars:,} "
                     "(max_text_chars)")
-    if not text.strip():
-        return fail("NeedsOCR", f"no text layer on any of {len(pages)} page(s); OCR is required")
+    if not text.strip() and not allow_no_text:
+        return needs_ocr_error(doc_id, source_file, f"no text layer on any of {len(pages)} page(s); OCR is required")
     einvoice = embedded_xml(data) if _has_attachments(reader) else None
     return PdfDocument(doc_id=doc_id, source_file=source_file, page_count=len(pages), pages=pages, text=text,
                        needs_ocr=bool(ocr_pages), ocr_pages=ocr_pages, encrypted=encrypted, metadata=_metadata(reader),
                        einvoice_name=einvoice[0] if einvoice else None, einvoice_xml=einvoice[1] if einvoice else None)
+
+
+def needs_ocr_error(doc_id: str, source_file: str, message: str) -> ErrorRecord:
+    return ErrorRecord(row_id=pdf_doc_error_id(doc_id), unit=Unit.DOCUMENT, source_file=source_file,
+                       stage=Stage.INGEST, error_class="NeedsOCR", message=message)
+
+
+def with_ocr(doc: PdfDocument, texts: dict[int, str], engine: str | None, why_not: str | None = None
+             ) -> PdfDocument | ErrorRecord:
+    """The document with OCR's text on its pages without a text layer; a NeedsOCR error (saying `why_not`, or
+    that OCR found nothing) when the document still has no text at all."""
+    pages = [clean_text(texts[n]) if n in texts and not p.strip() else p for n, p in enumerate(doc.pages, start=1)]
+    ocred = sorted(n for n in texts if n in doc.ocr_pages)
+    text = clean_text(_document_text(pages))
+    if not text.strip():
+        reason = why_not or "OCR found no text on them"
+        return needs_ocr_error(doc.doc_id, doc.source_file,
+                               f"no text layer on any of {doc.page_count} page(s), and {reason}")
+    return replace(doc, pages=pages, text=text, ocred_pages=ocred, ocr_engine=engine if ocred else None,
+                   needs_ocr=any(n not in ocred for n in doc.ocr_pages))
 
 
 def _has_attachments(reader: Any) -> bool:

@@ -41,11 +41,17 @@ class FileTask:
     sha: str
     default_currency: str | None = None
     profiles: tuple[Any, ...] = ()  # BankProfile: the layouts a delimited log may match
+    pages: tuple[int, ...] = ()  # kind "ocr": the 1-based pages to read
 
 
 @dataclass
 class ParsedPdf:
     result: Any  # PdfDocument | ErrorRecord
+
+
+@dataclass
+class ParsedOcr:
+    result: Any  # pipeline.ingest.ocr.OcrResult
 
 
 @dataclass
@@ -64,14 +70,18 @@ class FileFailure:
     message: str
 
 
-def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedLog | FileFailure:
+def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | ParsedLog | FileFailure:
     """Read and parse one file (in whichever process calls it)."""
     data = Path(task.path).read_bytes()
     if task.kind == "pdf":
         from pipeline.ingest.pdf import read_pdf
 
         return ParsedPdf(read_pdf(data, task.source_file, max_pages=limits.max_pages,
-                                  max_text_chars=limits.max_text_chars))
+                                  max_text_chars=limits.max_text_chars, allow_no_text=True))
+    if task.kind == "ocr":
+        from pipeline.ingest.ocr import ocr_pdf_pages
+
+        return ParsedOcr(ocr_pdf_pages(data, list(task.pages)))
     from pipeline.ingest.transactions import read_transactions, rows_to_table
 
     tf = read_transactions(data, task.source_file, task.sha, task.default_currency, task.profiles)
@@ -178,14 +188,16 @@ class FileWorker:
                 pass
         self._kill()
 
-    def parse(self, task: FileTask, size_bytes: int) -> ParsedPdf | ParsedLog | FileFailure:
+    def parse(self, task: FileTask, size_bytes: int, budget: float | None = None
+              ) -> ParsedPdf | ParsedOcr | ParsedLog | FileFailure:
+        """The task's outcome within `budget` seconds (default: the limits' time for a file of `size_bytes`)."""
         if not self.limits.isolate:
             return _parse_safely(task, self.limits, self.parser)
         if not self._alive():
             self._kill()
             self._start()
         assert self._proc is not None and self._send is not None and self._recv is not None
-        budget = self.limits.seconds_for(size_bytes)
+        budget = self.limits.seconds_for(size_bytes) if budget is None else budget
         deadline = time.monotonic() + budget
         try:
             self._send.send(task)
@@ -212,6 +224,7 @@ class FileWorker:
                                    f"{self.limits.max_worker_memory_bytes >> 20} MiB (max_worker_memory_bytes)")
             if time.monotonic() > deadline:
                 self._kill()
-                return FileFailure("FileTimeout", f"parsing took longer than {budget:.0f} s (parse_seconds "
-                                   f"{self.limits.parse_seconds:g} + {self.limits.parse_seconds_per_mib:g} per MiB)")
+                limit = (f"ocr_seconds_per_page {self.limits.ocr_seconds_per_page:g}" if task.kind == "ocr" else
+                         f"parse_seconds {self.limits.parse_seconds:g} + {self.limits.parse_seconds_per_mib:g} per MiB")
+                return FileFailure("FileTimeout", f"parsing took longer than {budget:.0f} s ({limit})")
 

@@ -53,7 +53,8 @@ def read(data: bytes) -> Statement:
     ns = parser.namespaces
     out = Statement(f"CAMT ({parser.version})" if parser.version != "unknown" else "CAMT", "XML line of the entry")
     for container in containers:
-        account = parser._find_text(container, ".//Acct//Id//IBAN") or parser._find_text(container, ".//Acct//Id//Othr//Id")
+        account = (parser._find_text(container, ".//Acct//Id//IBAN")
+                   or parser._find_text(container, ".//Acct//Id//Othr//Id"))
         account_ccy = parser._find_text(container, ".//Acct//Ccy")
         for entry in container.findall(".//Ntry", ns):
             details = [d for nd in entry.findall(".//NtryDtls", ns) for d in nd.findall(".//TxDtls", ns)]

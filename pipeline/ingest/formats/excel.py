@@ -57,7 +57,8 @@ def read(data: bytes) -> list[RawTable]:
         header = [_text(c) for c in cells[index]]
         table = RawTable(
             header=header, match=match,
-            rows=[(offset + r + 1, list(row)) for r, row in enumerate(cells) if r > index and any(_text(c) for c in row)],
+            rows=[(offset + r + 1, list(row)) for r, row in enumerate(cells)
+                  if r > index and any(_text(c) for c in row)],
             encoding=None, preamble=[" ".join(_text(c) for c in row if _text(c)) for row in cells[:index]],
             notes=[f"sheet {name!r}; source_row is " + ("sheet number x 1,000,000 + row number" if several
                                                          else "its row number"), *notes])

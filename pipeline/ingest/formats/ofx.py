@@ -65,7 +65,8 @@ def read(data: bytes) -> Statement:
                                        account=clean(account.account_id), counterparty=cp, description=desc)))
     text = data.decode("utf-8", errors="replace")
     by_line = _fitid_lines(text)
-    use_lines = bool(found) and all(f in by_line for f, _ in found) and len({by_line[f] for f, _ in found if f}) == len(found)
+    use_lines = (bool(found) and all(f in by_line for f, _ in found)
+                 and len({by_line[f] for f, _ in found if f}) == len(found))
     out = Statement("OFX", "line of the transaction's FITID" if use_lines else "transaction record")
     for i, (fitid, e) in enumerate(found, start=1):
         row = by_line[fitid] if use_lines and fitid else i

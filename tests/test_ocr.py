@@ -1,0 +1,125 @@
+"""OCR of PDF pages without a text layer (Tesseract): an image-only PDF becomes a document whose row says which
+pages were OCRed, sideways scans are turned first, and NeedsOCR stays only for pages OCR cannot read."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from pipeline.ingest import IngestLimits, ingest
+from pipeline.ingest.ocr import engine
+
+needs_tesseract = pytest.mark.skipif(engine() is None, reason="Tesseract not installed (scripts/setup.sh installs it)")
+REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "pdf_edge"
+LINES = ["RECHNUNG Nr. 2024-0117", "Stadtwerke Musterstadt GmbH", "Gesamtbetrag 1.234,56 EUR"]
+
+
+def _image_only_pdf(path: Path, lines: list[str], rotate: int = 0, text_page: str | None = None) -> Path:
+    """A scan-like PDF: text typeset by fpdf2, rendered to an image, the image saved as a PDF page (no text layer);
+    `text_page` adds a first page that does have a text layer."""
+    import pypdfium2 as pdfium
+    from fpdf import FPDF
+
+    doc = FPDF()
+    doc.add_page()
+    doc.set_font("Helvetica", size=16)
+    for line in lines:
+        doc.cell(0, 12, line, new_x="LMARGIN", new_y="NEXT")
+    image = pdfium.PdfDocument(bytes(doc.output()))[0].render(scale=200 / 72).to_pil().convert("L")
+    image = image.rotate(rotate, expand=True) if rotate else image
+    buf = io.BytesIO()
+    image.save(buf, format="PDF", resolution=200)
+    scan = buf.getvalue()
+    if text_page is None:
+        path.write_bytes(scan)
+        return path
+    from pypdf import PdfReader, PdfWriter
+
+    first = FPDF()
+    first.add_page()
+    first.set_font("Helvetica", size=12)
+    first.cell(0, 10, text_page)
+    writer = PdfWriter()
+    for data in (bytes(first.output()), scan):
+        for page in PdfReader(io.BytesIO(data)).pages:
+            writer.add_page(page)
+    with open(path, "wb") as f:
+        writer.write(f)
+    return path
+
+
+@needs_tesseract
+def test_image_only_pdf_is_read_by_ocr_and_its_row_says_so(tmp_path: Path) -> None:
+    _image_only_pdf(tmp_path / "scan.pdf", LINES)
+    res = ingest(tmp_path)
+    assert res.errors.num_rows == 0
+    doc = res.documents.to_pylist()[0]
+    assert doc["ocr_pages"] == [1] and doc["ocred_pages"] == [1] and not doc["needs_ocr"]
+    assert doc["ocr_engine"].startswith("tesseract")
+    for token in ("2024-0117", "Stadtwerke", "1.234,56"):
+        assert token in doc["text"]
+
+
+@needs_tesseract
+def test_sideways_scan_is_turned_before_ocr(tmp_path: Path) -> None:
+    _image_only_pdf(tmp_path / "sideways.pdf", LINES * 3, rotate=90)
+    doc = ingest(tmp_path).documents.to_pylist()[0]
+    assert "Stadtwerke" in doc["text"] and "1.234,56" in doc["text"]
+
+
+@needs_tesseract
+def test_only_the_pages_without_text_layer_are_ocred(tmp_path: Path) -> None:
+    _image_only_pdf(tmp_path / "mixed.pdf", LINES, text_page="Cover letter with a text layer")
+    doc = ingest(tmp_path).documents.to_pylist()[0]
+    assert doc["ocr_pages"] == [2] and doc["ocred_pages"] == [2]
+    assert doc["text"].startswith("Cover letter") and "Stadtwerke" in doc["text"]
+
+
+@needs_tesseract
+def test_blank_scan_stays_needs_ocr_with_the_reason(tmp_path: Path) -> None:
+    from PIL import Image
+
+    Image.new("L", (800, 1100), 255).save(tmp_path / "blank.pdf", format="PDF")
+    res = ingest(tmp_path)
+    assert res.documents.num_rows == 0
+    err = res.errors.to_pylist()[0]
+    assert err["error_class"] == "NeedsOCR" and "OCR found no text" in err["message"]
+
+
+def test_ocr_off_keeps_needs_ocr(tmp_path: Path) -> None:
+    pytest.importorskip("pypdfium2")
+    _image_only_pdf(tmp_path / "scan.pdf", LINES)
+    res = ingest(tmp_path, limits=IngestLimits(ocr=False))
+    err = res.errors.to_pylist()[0]
+    assert err["error_class"] == "NeedsOCR" and "OCR is off" in err["message"]
+
+
+@needs_tesseract
+def test_ocr_timeout_is_the_documents_error_not_the_runs(tmp_path: Path) -> None:
+    _image_only_pdf(tmp_path / "scan.pdf", LINES)
+    (tmp_path / "log.csv").write_text("date,amount,currency\n2024-01-02,1.00,EUR\n", encoding="utf-8")
+    res = ingest(tmp_path, limits=IngestLimits(ocr_seconds_per_page=0.01, parse_seconds=0.5))
+    err = res.errors.to_pylist()[0]
+    assert err["error_class"] == "NeedsOCR" and "FileTimeout" in err["message"]
+    assert res.transactions.num_rows == 1
+
+
+@needs_tesseract
+@pytest.mark.skipif(not REAL.is_dir(), reason="../shared/realdata/pdf_edge not present")
+def test_real_scans_yield_their_text(tmp_path: Path) -> None:
+    import difflib
+    import re
+    import shutil
+
+    for scan in REAL.glob("scan_*.pdf"):
+        shutil.copy(scan, tmp_path / scan.name)
+    res = ingest(tmp_path)
+    docs = {d["source_file"]: d for d in res.documents.to_pylist()}
+    assert res.errors.num_rows == 0 and len(docs) == len(list(REAL.glob("scan_*.pdf")))
+    assert all(d["ocred_pages"] == list(range(1, d["page_count"] + 1)) for d in docs.values())
+    reference = (REAL / "scan_linn-brochure_image-only.txt").read_text(encoding="utf-8")
+    ocred = docs["scan_linn-brochure_image-only.pdf"]["text"]
+    words = [re.findall(r"[a-z0-9]+", t.lower()) for t in (reference, ocred)]
+    assert difflib.SequenceMatcher(None, *words, autojunk=False).ratio() > 0.9
