@@ -262,7 +262,8 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     tok = load_tokenizer(model_parts(model_dir)[0])
     model_items = [it for it in items if it.embedded is None]
     token_ids = [it.prompt_ids(tok) for it in model_items]
-    schemas = [decoding_schema(it.kind, it.document_text if grounding else None) for it in model_items]
+    schemas = [decoding_schema(it.kind, it.document_text if grounding else None, it.facts if grounding else None)
+               for it in model_items]
     start = time.perf_counter()
     texts: list[str] = []
     extra: dict[str, Any] = {}

@@ -36,6 +36,7 @@ from pipeline.bucketing import Bucket, PreparedRequests, WorkItem, prepare_reque
 from pipeline.config import RunConfig
 from pipeline.datasets import KIND_DATASET, error_rows, output_row, transaction_rows
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_from_table
+from pipeline.grounding.windows import supported_flags
 from pipeline.ids import stable_id
 from pipeline.ingest import IngestResult, ingest
 from pipeline.manifest import Reconciliation, RunManifest
@@ -99,18 +100,19 @@ class BucketResult:
     seconds: float = 0.0
 
 
-def _params(kind: str, max_tokens: int, document_text: str | None = None) -> Any:
+def _params(kind: str, max_tokens: int, document_text: str | None = None,
+            facts: dict[str, object] | None = None) -> Any:
     from engine import SamplingParams
 
-    return SamplingParams(max_tokens=max_tokens, temperature=0.0, json_schema=decoding_schema(kind, document_text),
-                          logprobs=kind == "document")
+    return SamplingParams(max_tokens=max_tokens, temperature=0.0,
+                          json_schema=decoding_schema(kind, document_text, facts), logprobs=kind == "document")
 
 
 def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progress: Any = None) -> Iterator[BucketResult]:
     """Run buckets through the engine one at a time (greedy, schema-constrained), validating each
     completion as it streams in. A document's date, amount and account may only take values the
     text in its prompt prints (`pipeline.grounding`). `progress` (optional) gets `.update(n_items, n_tokens)`."""
-    params_cache: dict[tuple[str, int], Any] = {}
+    params_cache: dict[tuple[str, int, tuple[str, ...]], Any] = {}
     for bucket in buckets:
         t0 = time.perf_counter()
         res = BucketResult(bucket.bucket_id, bucket.kind)
@@ -119,9 +121,10 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
             if item.unit.kind == "document":
                 params.append(_params(item.unit.kind, item.max_tokens, item.visible_text))
                 continue
-            key = (item.unit.kind, item.max_tokens)
+            # a window's schema depends only on which flag counts are non-zero: one params object per such set
+            key = (item.unit.kind, item.max_tokens, tuple(supported_flags(item.unit.facts or {})))
             if key not in params_cache:
-                params_cache[key] = _params(*key)
+                params_cache[key] = _params(item.unit.kind, item.max_tokens, facts=item.unit.facts)
             params.append(params_cache[key])
         pending = dict(enumerate(bucket.items))
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -30,16 +31,21 @@ def _plain_schema(kind: str) -> dict[str, Any]:
     return constrained_json_schema(output_model(kind))
 
 
-def decoding_schema(kind: str, document_text: str | None = None) -> dict[str, Any]:
+def decoding_schema(kind: str, document_text: str | None = None,
+                    facts: Mapping[str, object] | None = None) -> dict[str, Any]:
     """JSON schema handed to the engine (SamplingParams.json_schema) for this kind of request (a fresh copy).
 
-    With `document_text`, a document's date, amount and account are narrowed to the values that
-    text prints (`pipeline.grounding`). Built once per kind: grounding asks for one per document."""
+    With `document_text`, a document's fields are narrowed to the values that text prints; with `facts`, a
+    window's flags and risk level to what its counts support (`pipeline.grounding`)."""
     schema = _plain_schema(kind)
     if kind == "document" and document_text is not None:
         from pipeline.grounding import document_candidates, grounded_schema
 
         return grounded_schema(schema, document_candidates(document_text))
+    if kind == "window" and facts is not None:
+        from pipeline.grounding.windows import grounded_window_schema
+
+        return grounded_window_schema(schema, facts)
     return copy.deepcopy(schema)
 
 

@@ -127,6 +127,7 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str
     `output_settings` of the window requests)."""
     if transactions.num_rows == 0:
         return []
+    from pipeline.grounding import GROUNDING_VERSION
     from pipeline.windows import window_facts
 
     members = {(r["account"], r["period_start"]): r for r in _membership(transactions, file_sha).iter_rows(named=True)}
@@ -138,7 +139,7 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str
             raise RuntimeError(f"window_facts returned a window with no transactions: {key}")
         fingerprint = stable_id("txset", m["tx_ids"])
         row_id = stable_id("window", key[0], key[1], fingerprint, version or prompt_version(), schema_version(),
-                           model_id, settings)
+                           model_id, settings, GROUNDING_VERSION)
         units.append(WorkUnit(row_id=row_id, kind="window", source_files=list(m["source_files"]), facts=dict(facts),
                               context={"tx_fingerprint": fingerprint}, n_rows=int(m["n_rows"])))
     return units

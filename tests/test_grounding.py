@@ -238,3 +238,45 @@ def test_a_year_before_a_prefixed_amount_is_no_amount() -> None:
 
     assert amount_candidates("TOTAL AMOUNT DUE ON August 3 , 2014 $4.11") == ["4.11"]
     assert amount_candidates("Rs 1939 x 1 Night; 1939 Rs paid; 950 \u20ac") == ["1939.00", "950.00"]
+
+
+# ---------------------------------------------------------------- account windows
+
+def _facts(**counts: int) -> dict[str, object]:
+    base = {"large_cash_count": 0, "new_counterparty_count": 0, "structuring_count": 0, "foreign_count": 0}
+    return {**base, **counts}
+
+
+def test_window_flags_are_bounded_by_their_non_zero_counts() -> None:
+    from pipeline.validate import decoding_schema
+
+    schema = decoding_schema("window", facts=_facts(new_counterparty_count=2, foreign_count=1))
+    assert schema["properties"]["flags"]["items"]["enum"] == ["new_counterparties", "foreign_currency"]
+    assert schema["properties"]["flags"]["maxItems"] == 2
+    assert schema["properties"]["risk_level"]["enum"] == ["low", "medium", "high"]
+    one = decoding_schema("window", facts=_facts(structuring_count=4))
+    assert one["properties"]["flags"]["items"]["enum"] == ["structuring"]
+    assert one["properties"]["risk_level"]["enum"] == ["low", "medium"]
+    none = decoding_schema("window", facts=_facts())
+    assert none["properties"]["flags"] == {"type": "array", "maxItems": 0}
+    assert none["properties"]["risk_level"]["enum"] == ["low"]
+    assert "enum" in decoding_schema("window")["properties"]["flags"]["items"]  # without facts: the plain schema
+
+
+def test_window_grounding_never_rules_out_the_reference_answer() -> None:
+    """The reference rule's flags and risk always fit the grounded schema (checked on the eval set's windows)."""
+    import json
+    from pathlib import Path
+
+    from pipeline.validate import decoding_schema
+    from pipeline.windows import reference_summary
+
+    lines = (Path(__file__).resolve().parents[1] / "data" / "eval" / "windows.jsonl").read_text().splitlines()
+    for line in lines:
+        facts = json.loads(line)["facts"]
+        gold = reference_summary(facts)
+        props = decoding_schema("window", facts=facts)["properties"]
+        assert gold.risk_level.value in props["risk_level"]["enum"]
+        assert len(gold.flags) <= props["flags"]["maxItems"]
+        assert all(f.value in props["flags"].get("items", {}).get("enum", []) for f in gold.flags)
+

@@ -268,3 +268,22 @@ def test_apply_mask_on_cuda_matches_cpu(backend: StructuredOutputBackend) -> Non
     backend.apply_mask(logits, mask, rows=[5, 0, 2, 3])
     backend.apply_mask(on_gpu, mask, rows=[5, 0, 2, 3])
     assert torch.equal(on_gpu.cpu(), logits)
+
+
+def test_grounded_window_schema_admits_supported_flags_only(backend: StructuredOutputBackend, hf_tok: Any) -> None:
+    """The engine's grammar for a window whose only non-zero count is structuring: [] and ["structuring"] decode,
+    a flag without evidence does not, and a window without any non-zero count takes only "low" and []."""
+    from pipeline.validate import decoding_schema
+
+    counts = {"large_cash_count": 0, "new_counterparty_count": 0, "structuring_count": 3, "foreign_count": 0}
+    schema = decoding_schema("window", facts=counts)
+    head = '{"classification":"net_inflow","risk_level":"medium","flags":'
+    for flags in ("[]", '["structuring"]'):
+        assert feed(backend, hf_tok, schema, head + flags + ',"narrative":"ok"}').is_finished()
+    with pytest.raises(ValueError):
+        feed(backend, hf_tok, schema, head + '["large_cash"')
+    quiet = decoding_schema("window", facts={**counts, "structuring_count": 0})
+    assert feed(backend, hf_tok, quiet, '{"classification":"net_inflow","risk_level":"low","flags":[],'
+                                       '"narrative":"ok"}').is_finished()
+    with pytest.raises(ValueError):
+        feed(backend, hf_tok, quiet, '{"classification":"net_inflow","risk_level":"medium"')

@@ -13,8 +13,9 @@ from pipeline.grounding.amounts import currency_candidates, total_candidates
 from pipeline.grounding.dates import date_candidates
 from pipeline.grounding.spans import party_candidates, reference_candidates
 
-# v2.2: a labelled invoice number limits the reference to labelled values; v2.3: a labelled total, the amount
-GROUNDING_VERSION = "ground-v2.3"
+# v2.2: a labelled invoice number limits the reference to labelled values; v2.3: a labelled total, the amount;
+# v2.4: a window's flags and risk level bounded by its non-zero counts (pipeline.grounding.windows)
+GROUNDING_VERSION = "ground-v2.4"
 """Part of every model row's id: new scanners can change what the model may answer."""
 
 CANDIDATE_FIELDS: dict[str, Callable[[str], list[str]]] = {
