@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
     p.add_argument("--start", required=True, type=dt.date.fromisoformat, help="first date YYYY-MM-DD")
     p.add_argument("--end", required=True, type=dt.date.fromisoformat, help="last date YYYY-MM-DD (inclusive)")
     p.add_argument("--output", default="output", help="output directory (default ./output)")
-    p.add_argument("--model", default=None, help="model directory (default: the shipped demo model)")
+    p.add_argument("--model", default=None, help="model directory or registered name (default: finextract-smollm2)")
     p.add_argument("--force", action="store_true", help="re-process dates (and units) already done")
     p.add_argument("--max-concurrency", type=_concurrency, default=1, help="dates in flight (1-4, default 1)")
     p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")

@@ -100,7 +100,7 @@ def daily_flow(input_root: str, output_dir: str = "output", run_date: dt.date | 
     """Process `input_root/<run_date>/` into the `run_date` partition under `output_dir`.
 
     Re-running a date is idempotent (done units are skipped); `force` re-processes every unit
-    of the date and replaces its rows. `model_dir` defaults to the shipped demo model. Waits
+    of the date and replaces its rows. `model_dir` defaults to finextract-smollm2. Waits
     while another run writes to the same output directory."""
     day = run_date or scheduled_date(timezone)
     cfg = day_config(input_root, output_dir, day, model_dir, force, options)

@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m flows.serve", description=__doc__.splitlines()[0])
     p.add_argument("--input-root", required=True, help="folder with one sub-folder per date (YYYY-MM-DD)")
     p.add_argument("--output", default="output", help="output directory")
-    p.add_argument("--model", default=None, help="model directory (default: the shipped demo model)")
+    p.add_argument("--model", default=None, help="model directory or registered name (default: finextract-smollm2)")
     p.add_argument("--cron", default=NIGHTLY_CRON, help=f"nightly schedule (default '{NIGHTLY_CRON}')")
     p.add_argument("--timezone", default="UTC", help="IANA zone of the schedule and of run_date (default UTC)")
     args = p.parse_args(argv)

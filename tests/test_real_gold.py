@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate import DEFAULT_MODEL_DIR, run_eval
+from pipeline.evaluate import DEMO_MODEL_DIR, run_eval
 from pipeline.real_gold import field_matches, issuer_matches, load_gold_dir
 from tests.helpers.einvoices import CII, EXPECTED, einvoice_pdf
 from tests.helpers.pipeline_inputs import make_pdf
@@ -57,14 +57,14 @@ def test_load_gold_dir_reads_both_formats(tmp_path: Path) -> None:
         load_gold_dir(tmp_path / "empty")
 
 
-@pytest.mark.skipif(not (DEFAULT_MODEL_DIR / "model.safetensors").is_file(), reason="demo model not trained yet")
+@pytest.mark.skipif(not (DEMO_MODEL_DIR / "model.safetensors").is_file(), reason="demo model not trained yet")
 def test_eval_gold_scores_the_embedded_xml_path_and_the_model(tmp_path: Path) -> None:
     gold = _gold_dir(tmp_path)
-    auto = run_eval(DEFAULT_MODEL_DIR, gold_dir=gold, progress=False)
+    auto = run_eval(DEMO_MODEL_DIR, gold_dir=gold, progress=False)
     assert auto["gold_set"] == "real" and auto["n_documents"] == 2
     assert auto["extraction_methods"] == {"embedded_xml": 1, "model": 1}
     assert json.loads(auto["outputs"]["zf_one"]) == EXPECTED
-    model = run_eval(DEFAULT_MODEL_DIR, gold_dir=gold, extraction="model", progress=False)
+    model = run_eval(DEMO_MODEL_DIR, gold_dir=gold, extraction="model", progress=False)
     assert model["extraction_methods"] == {"embedded_xml": 0, "model": 2}
     assert model["schema_validity"] == 1.0
 

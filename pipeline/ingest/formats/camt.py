@@ -16,6 +16,7 @@ from pipeline.ingest.tabular import NotATable
 
 SUFFIXES = frozenset({".xml", ".camt", ".053", ".052", ".054"})
 _NAMESPACE = re.compile(rb"urn:iso:std:iso:20022:tech:xsd:camt\.05[234]")
+_ROOT_TAG = re.compile(rb"<(?![?!])([\w:.-]+)")
 
 
 def sniff(head: bytes) -> bool:
@@ -43,6 +44,11 @@ def read(data: bytes) -> Statement:
                     return found
             raise NotATable("CAMT document without <Stmt>, <Rpt> or <Ntfctn>")
 
+    if not sniff(data[:4096]):
+        root = _ROOT_TAG.search(data[:4096])
+        raise NotATable("XML that is not an ISO 20022 CAMT statement"
+                        + (f" (root element <{root.group(1).decode(errors='replace')}>)" if root else "")
+                        + "; e-invoice XML is read from the PDF that embeds it")
     try:
         parser = _CamtParser(data)
         containers = parser._find_statements_or_reports()
