@@ -96,6 +96,13 @@ def test_qfx_with_an_ofx2_xml_header_reads_the_same() -> None:
                                                                  Decimal("-4.90")]
 
 
+def test_ofx_booking_dates_keep_the_statement_date_whatever_its_zone() -> None:
+    text = (OFX_SGML.replace("<DTPOSTED>20240305120000", "<DTPOSTED>20240301000000[+1:CET]")
+            .replace("<DTPOSTED>20240315", "<DTPOSTED>20240315235959.000[-5:EST]"))
+    tf = _read(text, "export.ofx")
+    assert [r["timestamp"].date() for r in tf.rows][:2] == [date(2024, 3, 1), date(2024, 3, 15)]
+
+
 def test_broken_ofx_is_one_file_error() -> None:
     tf = _read("OFXHEADER:100\n<OFX><BANKMSGSRSV1><STMTTRNRS>garbage", "broken.ofx")
     assert not tf.rows and len(tf.errors) == 1

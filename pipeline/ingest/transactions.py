@@ -19,11 +19,11 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.errors import ErrorRecord, Stage, Unit
+from pipeline.ids import stable_id
 from pipeline.ingest import formats
+from pipeline.ingest.columns import ColumnMatch, match_columns
 from pipeline.ingest.formats.statement import Statement, canonical_rows
 from pipeline.ingest.profiles import BankProfile, profile_for
-from pipeline.ids import stable_id
-from pipeline.ingest.columns import ColumnMatch, match_columns
 from pipeline.ingest.tabular import NotATable, RawTable, parse_delimited
 from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.values import (

@@ -17,6 +17,7 @@ from pipeline.ingest.tabular import NotATable
 
 SUFFIXES = frozenset({".ofx", ".qfx"})
 _FITID = re.compile(r"<FITID>\s*([^<\r\n]+)", re.IGNORECASE)
+_TZ_SUFFIX = re.compile(r"\[[^\]]*\]$")
 
 
 def sniff(head: bytes) -> bool:
@@ -39,10 +40,18 @@ def _fitid_lines(text: str) -> dict[str, int]:
 def read(data: bytes) -> Statement:
     import ofxparse
 
+    class _WallClock(ofxparse.OfxParser):
+        """Times as the statement prints them: ofxparse converts `20240301000000[+1:CET]` to UTC, which moves a
+        booking on the 1st into the previous day and month; a booking date stays its date, as in a CSV."""
+
+        @classmethod
+        def parseOfxDateTime(cls, ofxDateTime):  # type: ignore[no-untyped-def]  # noqa: N802, N803 (its API)
+            return super().parseOfxDateTime(_TZ_SUFFIX.sub("", ofxDateTime.strip()))
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ofx = ofxparse.OfxParser.parse(io.BytesIO(data))
+            ofx = _WallClock.parse(io.BytesIO(data))
     except Exception as exc:  # ofxparse raises many types (OfxParserException, ValueError, IndexError ...)
         raise NotATable(f"unreadable OFX: {type(exc).__name__}: {exc}") from exc
     found: list[tuple[str | None, Entry]] = []
