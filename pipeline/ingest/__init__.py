@@ -5,7 +5,9 @@
 
 Each file is isolated: it is parsed in a worker process under `IngestLimits` (size, pages, text length, time,
 memory), so whatever happens inside one file (corrupt PDF, unknown encoding, a parser bug, a hang in C code, a
-crash) ends as an error row for that file and the run continues. Every discovered file appears in
+crash) ends as an error row for that file and the run continues. PDF pages without a text layer are OCRed there
+too (`ocr.py`); bank statement formats have one reader each (`formats/`), delimited logs may follow a bank
+profile (`profiles.py`). Every discovered file appears in
 `IngestResult.files` with its kind and status, so a run can be reconciled against its input.
 """
 
