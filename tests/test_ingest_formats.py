@@ -319,3 +319,51 @@ def test_totals_line_is_a_summary_row_error() -> None:
     csv = 'Date,Description,Amount\n04/27/2023,Buy,"-$3,320.05"\nTransactions Total,,"-$3,320.05"\n'
     tf = _read(csv, "schwab.csv")
     assert len(tf.rows) == 1 and [e.error_class for e in tf.errors] == ["SummaryRow"]
+
+
+def test_legacy_xls_is_read() -> None:
+    xlwt = pytest.importorskip("xlwt")
+    book = xlwt.Workbook()
+    sheet = book.add_sheet("Umsaetze")
+    dates = xlwt.easyxf(num_format_str="DD.MM.YYYY")
+    for c, name in enumerate(["Buchungstag", "Verwendungszweck", "Betrag", "Waehrung"]):
+        sheet.write(0, c, name)
+    sheet.write(1, 0, datetime(2024, 3, 5), dates)
+    sheet.write(1, 1, "Miete")
+    sheet.write(1, 2, -950.0)
+    sheet.write(1, 3, "EUR")
+    buf = io.BytesIO()
+    book.save(buf)
+    tf = _read(buf.getvalue(), "konto.xls")
+    assert [(r["timestamp"].date(), r["amount"], r["currency"], r["source_row"]) for r in tf.rows] == [
+        (date(2024, 3, 5), Decimal("-950"), "EUR", 2)]
+
+
+def test_opendocument_spreadsheet_is_read() -> None:
+    pytest.importorskip("odf")
+    from odf.opendocument import OpenDocumentSpreadsheet
+    from odf.table import Table, TableCell, TableRow
+    from odf.text import P
+
+    doc = OpenDocumentSpreadsheet()
+    table = Table(name="Movimientos")
+    for cells in (["Fecha", "Concepto", "Importe", "Divisa"], [("date", "2024-03-05"), "Alquiler", ("float", "-950.5"),
+                                                                 "EUR"]):
+        row = TableRow()
+        for cell in cells:
+            if isinstance(cell, tuple):
+                kind, value = cell
+                attrs = {"datevalue": value} if kind == "date" else {"value": value}
+                c = TableCell(valuetype=kind, **attrs)
+                c.addElement(P(text=value))
+            else:
+                c = TableCell(valuetype="string")
+                c.addElement(P(text=cell))
+            row.addElement(c)
+        table.addElement(row)
+    doc.spreadsheet.addElement(table)
+    buf = io.BytesIO()
+    doc.write(buf)
+    tf = _read(buf.getvalue(), "movimientos.ods")
+    assert [(r["timestamp"].date(), r["amount"], r["description"]) for r in tf.rows] == [
+        (date(2024, 3, 5), Decimal("-950.5"), "Alquiler")]
