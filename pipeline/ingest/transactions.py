@@ -299,10 +299,14 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
     return out
 
 
+def _bad_records(sha: str, source_file: str, bad: list[tuple[int, str]]) -> list[ErrorRecord]:
+    return [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in bad]
+
+
 def _statement_file(statement: Statement, source_file: str, sha: str, default_currency: str | None) -> TransactionFile:
     rows, bad = canonical_rows(statement, source_file, default_currency, PurePosixPath(source_file).stem)
     out = TransactionFile(rows=rows, n_records=statement.n_records)
-    out.errors = [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in bad]
+    out.errors = _bad_records(sha, source_file, bad)
     out.details = {"format": statement.format, "source_row": statement.row_unit, "notes": statement.notes}
     return out
 
@@ -312,7 +316,7 @@ def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_cur
     out = TransactionFile()
     for table in tables:
         part = map_table(table, source_file, sha, default_currency)
-        part.errors += [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in table.bad_records]
+        part.errors += _bad_records(sha, source_file, table.bad_records)
         out.rows += part.rows
         out.errors += part.errors
         out.n_records += len(table.rows) + len(table.bad_records)
@@ -349,7 +353,7 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
                           stage=Stage.INGEST, error_class=cls, message=f"not a transaction log we can read: {exc}",
                           n_rows=0)
         return TransactionFile(errors=[err])
-    bad = [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in table.bad_records]
+    bad = _bad_records(sha, source_file, table.bad_records)
     result.errors = sorted(pre_errors + bad + result.errors, key=lambda e: e.source_row or 0)
     result.n_records = len(table.rows) + len(table.bad_records) + len(pre_errors)
     return result

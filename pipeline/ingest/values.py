@@ -5,6 +5,7 @@ currency symbols, trailing minus, parentheses) and dates (format chosen per colu
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 
@@ -36,11 +37,16 @@ def iban_currency(account: object) -> str | None:
 
     A bank account keeps its country's currency unless the export says otherwise, so this comes after a
     currency column, a symbol and a file-level hint, and before --default-currency."""
+    return _iban_currency(str(account or "").replace(" ", "").upper())
+
+
+@lru_cache(maxsize=4096)
+def _iban_currency(iban: str) -> str | None:
+    """Cached per IBAN: a log repeats its account on every row."""
     from babel.numbers import get_territory_currencies
 
     from pipeline.grounding.accounts import valid_iban
 
-    iban = str(account or "").replace(" ", "").upper()
     if len(iban) < 15 or not valid_iban(iban):
         return None
     currencies = get_territory_currencies(iban[:2], tender=True)

@@ -6,7 +6,7 @@ import re
 from decimal import Decimal
 
 from pipeline.ingest.formats.statement import Entry, Statement, clean, require_entries
-from pipeline.ingest.tabular import NotATable
+from pipeline.ingest.tabular import NotATable, decode_candidates
 
 SUFFIXES = frozenset({".sta", ".mt940", ".940", ".swi"})
 _START = re.compile(rb"^\s*(\{1:|:20:|:940:)", re.MULTILINE)
@@ -34,7 +34,7 @@ def read(data: bytes) -> Statement:
     import mt940
     from mt940 import processors
 
-    text = data.decode("utf-8") if _is_utf8(data) else data.decode("latin-1")
+    text = decode_candidates(data)[0][1]  # BOM, strict UTF-8, else the first single-byte code page
     defaults = mt940.models.Transactions.DEFAULT_PROCESSORS
     post = [*defaults["post_statement"], processors.transactions_to_transaction("account_identification")]
     parsed = mt940.models.Transactions(processors={"post_statement": post})
@@ -64,10 +64,3 @@ def read(data: bytes) -> Statement:
             description=" | ".join(dict.fromkeys(c for x in desc if (c := clean(x)))) or None))
     return require_entries(out)
 
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

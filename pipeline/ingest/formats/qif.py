@@ -7,7 +7,7 @@ import re
 import warnings
 
 from pipeline.ingest.formats.statement import Entry, Statement, clean, require_entries
-from pipeline.ingest.tabular import NotATable
+from pipeline.ingest.tabular import NotATable, decode_candidates
 
 SUFFIXES = frozenset({".qif"})
 
@@ -92,10 +92,7 @@ def _transactions(qif):  # type: ignore[no-untyped-def]
 
 
 def read(data: bytes) -> Statement:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("cp1252", errors="replace")
+    text = decode_candidates(data)[0][1]  # BOM, strict UTF-8, else the first single-byte code page
     text = _canonical_amounts(text.replace("\r\n", "\n").replace("\r", "\n"))
     day_first = _day_first(text)
     out = Statement("QIF", "transaction record")
