@@ -15,10 +15,11 @@ _API = {
     "export_hf_checkpoint": "engine.models.export", "load_tokenizer": "engine.models.export",
     "RequestMetrics": "engine.outputs", "RequestOutput": "engine.outputs",
     "quantize_checkpoint": "engine.quantization", "SamplingParams": "engine.sampling_params",
+    "SpeculativeConfig": "engine.speculative.config",
 }
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint",
-           "load_tokenizer", "export_hf_checkpoint"]
+           "load_tokenizer", "export_hf_checkpoint", "SpeculativeConfig"]
 
 
 def __getattr__(name: str) -> object:

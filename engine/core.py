@@ -13,6 +13,7 @@ from engine.outputs import RequestOutput
 from engine.sampler import sample
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
+from engine.speculative.speculator import Speculator
 from engine.stop_checker import StopChecker
 from engine.tokenizer import Tokenizer
 
@@ -41,6 +42,7 @@ class EngineCore:
         self.stop_checker = StopChecker(tokenizer, eos_ids, max_model_len)
         self.counters = StepCounters()
         self.structured: Any = None  # set by LLM when a request carries a JSON schema
+        self.speculator: Speculator | None = None  # set by LLM when it has a speculative_config
 
     def add(self, seq: Sequence) -> None:
         self.counters.prompt_tokens += seq.num_prompt_tokens
@@ -52,6 +54,8 @@ class EngineCore:
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         """Run one engine step; return the requests that finished during it."""
+        if self.speculator is not None:
+            self.speculator.propose(self.scheduler.running, self.scheduler.max_num_batched_tokens, self.structured)
         batch = self.scheduler.schedule()
         finished = [self._output(s) for s in self.scheduler.take_failed()]
         if not batch.seqs:
@@ -69,15 +73,16 @@ class EngineCore:
         now = time.perf_counter()
         self.counters.steps += 1
         logprobs = result.logprobs or [[] for _ in result.tokens]
-        for seq, toks, error, lps in zip(inputs.sampling_seqs, result.tokens, result.errors, logprobs):
+        for seq, count, toks, error, lps in zip(inputs.sampling_seqs, inputs.sample_counts, result.tokens,
+                                                result.errors, logprobs):
             if error is not None:
                 self._set_finish(seq, "error", now, error)
             else:
-                self._resolve(seq, toks, now, lps)
+                self._resolve(seq, toks, count - 1, now, lps)
         done = []
         for seq in batch.seqs:
             if seq.draft_ids:  # the budget cut its verify step short: drafts are proposed again if at all
-                seq.draft_ids = []
+                seq.clear_drafts()
                 seq.num_computed_tokens = min(seq.num_computed_tokens, seq.num_tokens - 1)
             self.scheduler.after_step(seq)
             if seq.finish_reason is not None:
@@ -87,16 +92,21 @@ class EngineCore:
             finished.append(self._output(seq))
         return finished
 
-    def _resolve(self, seq: Sequence, sampled: list[int], now: float, logprobs: list[float] | None = None) -> None:
+    def _resolve(self, seq: Sequence, sampled: list[int], verified: int, now: float,
+                 logprobs: list[float] | None = None) -> None:
         """Accept the sampled tokens of one sequence: sampled[j] follows draft j - 1, so the tokens up to and
-        including the first one that differs from its draft are the target's own (greedy verification); the KV
-        of rejected drafts is rolled back, and tokens after a stop are dropped."""
-        drafts, seq.draft_ids = seq.draft_ids, []
+        including the first one that differs from its draft are the target's own (greedy verification; rejection
+        sampling never resamples a rejected draft, so the same rule holds); the KV of rejected drafts is rolled
+        back, and tokens after a stop are dropped. `verified`: how many drafts this step checked."""
+        drafts = seq.draft_ids
+        seq.clear_drafts()
         accepted = len(sampled)
         for j, tok in enumerate(sampled):
             if j >= len(drafts) or tok != drafts[j]:
                 accepted = j + 1
                 break
+        if self.speculator is not None:
+            self.speculator.observe(seq, verified, accepted - 1)
         m = seq.metrics
         if m.first_token_time is None:
             m.first_token_time = now

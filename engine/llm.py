@@ -12,49 +12,21 @@ import torch
 
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
+from engine.devices import resolve_device, resolve_dtype
 from engine.core import EngineCore
 from engine.cpu_runtime import keep_freed_memory
-from engine.kv_pool import default_kv_budget, kv_bytes_per_token
 from engine.model_runner import ModelRunner
 from engine.models.checkpoint import open_checkpoint
 from engine.models.config import ModelConfig
-from engine.models.loader import load_model
-from engine.models.lora import merge_lora, read_lora
+from engine.models.loader import build_model, num_weights
+from engine.models.lora import read_lora
 from engine.outputs import RequestMetrics, RequestOutput
 from engine.sampling_params import SamplingParams, request_seed
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
+from engine.speculative import SpeculativeConfig
+from engine.speculative.builder import TargetInfo, build_speculator
 from kernels import get_kernels
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def _resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
-    return dev
-
-
-def _resolve_dtype(name: str, cfg: ModelConfig, device: torch.device) -> torch.dtype:
-    if name != "auto":
-        return _DTYPES[name]
-    dtype = _DTYPES.get(str(cfg.torch_dtype), torch.float32)
-    if device.type == "cpu" and dtype in (torch.float16, torch.bfloat16):
-        # CPU fp16 GEMMs are slow and bf16 keeps the range, but only where the CPU has bf16 instructions: without
-        # them (AVX2-only CPUs) a bf16 GEMM measured ~1 GFLOP/s against ~130 in float32.
-        return torch.bfloat16 if _cpu_has_fast_bf16() else torch.float32
-    return dtype
-
-
-def _cpu_has_fast_bf16() -> bool:
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
-
 
 class LLM:
     """Loads a checkpoint (Hugging Face directory or GGUF file) and serves offline batches with continuous batching
@@ -76,6 +48,7 @@ class LLM:
         kernels: str = "auto",
         kv_cache_dtype: str = "auto",
         adapter: str | os.PathLike[str] | None = None,
+        speculative_config: dict[str, Any] | SpeculativeConfig | None = None,
     ) -> None:
         ckpt = open_checkpoint(model_dir)
         quantization = quantization or ckpt.stored_quantization  # pre-quantized checkpoints say so in config.json
@@ -98,8 +71,8 @@ class LLM:
         self.checkpoint_format = ckpt.format
         self.model_config = cfg = ckpt.config
         self.tokenizer = ckpt.tokenizer
-        self.device = _resolve_device(self.config.device)
-        self.dtype = _resolve_dtype(self.config.dtype, cfg, self.device)
+        self.device = resolve_device(self.config.device)
+        self.dtype = resolve_dtype(self.config.dtype, cfg, self.device)
         self.cpu_allocator_tuned = self.device.type == "cpu" and keep_freed_memory()
         self.max_model_len = self.config.max_model_len or cfg.max_position_embeddings
         if self.max_model_len > cfg.max_position_embeddings:
@@ -109,27 +82,16 @@ class LLM:
             )
         self.eos_token_ids = ckpt.eos_token_ids
         self.kernels = get_kernels(self.device, prefer=self.config.kernels)
-        # A GGUF file asked for int8 is quantized tensor by tensor as it is dequantized (no float copy of the model),
-        # unless a LoRA adapter must first be merged into the float weights.
         lora = read_lora(self.config.adapter) if self.config.adapter is not None else None
-        tensors = ckpt.tensors(int8=ckpt.format == "gguf" and self.config.quantization == "int8" and lora is None)
-        if lora is not None:
-            merge_lora(tensors, lora)
         self.adapter_sha256 = lora.sha256 if lora is not None else None
-        self.model = load_model(cfg, tensors, ckpt.path, self.dtype, self.device, self.kernels)
-        if self.config.quantization is not None:
-            from engine.quantization import quantize_model  # noqa: PLC0415 - only when asked for
+        self.model = build_model(ckpt, self.dtype, self.device, self.kernels, self.config.quantization, lora)
 
-            quantize_model(self.model, self.config.quantization)
-
-        quantized_kv = self.config.kv_cache_dtype == "int8"
-        per_token = kv_bytes_per_token(cfg, self.dtype, quantized_kv)
-        # Default: room for max_num_seqs full-length sequences, within default_kv_budget's caps.
-        budget = self.config.kv_cache_memory or default_kv_budget(
-            self.device, self.config.max_num_seqs * (self.max_model_len + self.config.block_size) * per_token)
         runner = ModelRunner(
-            self.model, dtype=self.dtype, device=self.device, block_size=self.config.block_size, kv_budget=budget,
-            quantized_kv=quantized_kv, max_model_len=self.max_model_len,
+            self.model, dtype=self.dtype, device=self.device, block_size=self.config.block_size,
+            kv_budget=self.config.kv_cache_memory,
+            # Default: room for max_num_seqs full-length sequences, within the device's caps.
+            kv_tokens_wanted=self.config.max_num_seqs * (self.max_model_len + self.config.block_size),
+            quantized_kv=self.config.kv_cache_dtype == "int8", max_model_len=self.max_model_len,
             decode_reads_padding=self.kernels.decode_reads_padding,
         )
         self.kv_caches = runner.kv_caches  # read-only view (tests, tools); the runner owns the pool
@@ -139,6 +101,16 @@ class LLM:
         self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
         self._core = EngineCore(self.scheduler, runner, self.tokenizer, self.eos_token_ids, self.max_model_len)
         self._structured = None
+        self.speculative_config = (SpeculativeConfig.model_validate(speculative_config)
+                                   if isinstance(speculative_config, dict) else speculative_config)
+        if self.speculative_config is not None:
+            self._core.speculator = build_speculator(self.speculative_config, TargetInfo(
+                model_config=cfg, tokenizer=self.tokenizer, device=self.device, dtype=self.dtype,
+                kernels=self.kernels, block_size=self.config.block_size,
+                kv_tokens=runner.pool.num_blocks * self.config.block_size, max_model_len=self.max_model_len,
+                max_num_batched_tokens=self.config.max_num_batched_tokens,
+                num_parameters=num_weights(self.model),
+            ))
 
     # ------------------------------------------------------------------------------------------------------------
     def config_summary(self) -> dict[str, Any]:
@@ -161,6 +133,8 @@ class LLM:
             "quantization": c.quantization,
             "kv_cache_dtype": c.kv_cache_dtype,
             "kernels": self.kernels.backend,
+            "speculative_config": (self.speculative_config.model_dump(mode="json")
+                                   if self.speculative_config is not None else None),
             "cpu_allocator_tuned": self.cpu_allocator_tuned,
             "seed": c.seed,
         }
@@ -188,6 +162,7 @@ class LLM:
             "prompt_tokens": cnt.prompt_tokens,
             "output_tokens": cnt.output_tokens,
             "steps": cnt.steps,
+            **(self._core.speculator.counters.as_stats() if self._core.speculator is not None else {}),
         }
 
     def _structured_backend(self):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.kv_pool import allocate_kv_pool
+from engine.kv_pool import allocate_kv_pool, default_kv_budget, kv_bytes_per_token
 from engine.models.llama import LlamaModel
 from engine.models.rotary import rotary_tables
 from engine.scheduler import ScheduledBatch
@@ -41,7 +41,8 @@ class StepInputs:
 
 
 class ModelRunner:
-    """Owns the model's step-time state: the KV pool (sized from a byte budget) and the rotary tables."""
+    """Owns the model's step-time state: the KV pool (sized from a byte budget, or by default from how many tokens
+    the caller would like to hold, within the device's caps) and the rotary tables."""
 
     def __init__(
         self,
@@ -50,14 +51,16 @@ class ModelRunner:
         dtype: torch.dtype,
         device: torch.device,
         block_size: int,
-        kv_budget: int,
+        kv_budget: int | None,
+        kv_tokens_wanted: int,
         quantized_kv: bool,
         max_model_len: int,
         decode_reads_padding: bool = True,
     ) -> None:
         cfg = model.cfg
         self.model = model
-        self.pool = allocate_kv_pool(cfg, dtype, device, block_size, kv_budget, quantized_kv)
+        budget = kv_budget or default_kv_budget(device, kv_tokens_wanted * kv_bytes_per_token(cfg, dtype, quantized_kv))
+        self.pool = allocate_kv_pool(cfg, dtype, device, block_size, budget, quantized_kv)
         self.kv_caches = self.pool.caches
         self.cos, self.sin = rotary_tables(cfg, max_model_len + 1, dtype, device)
         self.block_size = block_size

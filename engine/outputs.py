@@ -15,6 +15,11 @@ class RequestMetrics:
     num_cached_tokens: int = 0
     num_output_tokens: int = 0
     num_preemptions: int = 0
+    # Speculative decoding: tokens drafted for this request, how many of them verification accepted, and in how
+    # many verify steps (accepted / verify steps is the mean accepted length).
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    num_verify_steps: int = 0
 
     @property
     def ttft(self) -> float | None:
@@ -44,6 +49,9 @@ class RequestMetrics:
             "num_cached_tokens": self.num_cached_tokens,
             "num_output_tokens": self.num_output_tokens,
             "num_preemptions": self.num_preemptions,
+            "num_draft_tokens": self.num_draft_tokens,
+            "num_accepted_tokens": self.num_accepted_tokens,
+            "num_verify_steps": self.num_verify_steps,
         }
 
 

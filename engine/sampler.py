@@ -1,7 +1,8 @@
 """Picks the next tokens: greedy, or temperature / top-k / top-p with a per-request generator.
 
 A sequence may sample several positions in one step (a verify step samples after each draft token); the result
-is a list of tokens per sequence. Problems confined to one request — non-finite logits, a grammar that allows no
+is a list of tokens per sequence: greedy rows give every position's argmax (the caller keeps the drafts that
+match), sampled rows go through rejection sampling, so speculation never changes the output distribution. Problems confined to one request — non-finite logits, a grammar that allows no
 token — come back as that request's error, never as an exception that would end the whole batch.
 
 Each request samples from its own seeded generator, so its tokens do not depend on what else is in the batch.
@@ -14,7 +15,9 @@ from typing import Any
 
 import torch
 
+from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
+from engine.speculative.rejection import verify_drafts
 
 
 @dataclass
@@ -40,10 +43,10 @@ def _mask_banned(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[in
                 logits[row0 + j, banned] = float("-inf")
 
 
-def _sample_row(logits: torch.Tensor, row_max: float, seq: Sequence) -> int:
-    """Temperature / top-k / top-p sampling. Scores are (logit - max) / T, so a tiny T cannot overflow: the
-    best token scores 0 and the others tend to -inf, which is the greedy limit."""
-    p = seq.params
+def sampling_probs(logits: torch.Tensor, row_max: float, p: SamplingParams) -> torch.Tensor:
+    """The distribution a request samples one position from: temperature, then top-k, then top-p. Scores are
+    (logit - max) / T, so a tiny T cannot overflow: the best token scores 0 and the others tend to -inf, which is
+    the greedy limit. Speculative decoding verifies drafts against exactly this distribution."""
     scores = (logits - row_max) / p.temperature
     if 0 < p.top_k < scores.shape[-1]:
         kth = torch.topk(scores, p.top_k).values[-1]
@@ -55,26 +58,38 @@ def _sample_row(logits: torch.Tensor, row_max: float, seq: Sequence) -> int:
         drop = cum - probs > p.top_p  # keep the smallest prefix whose mass reaches top_p
         sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
         scores = torch.full_like(scores, float("-inf")).scatter(0, order, sorted_scores)
-    probs = scores.softmax(-1)
-    return int(torch.multinomial(probs, 1, generator=seq.generator).item())
+    return scores.softmax(-1)
+
+
+def _sample_rows(logits: torch.Tensor, row0: int, count: int, maxima: list[float], seq: Sequence) -> list[int]:
+    """One sampled token, or (with drafts) the drafts rejection sampling accepts plus the token after them."""
+    probs = [sampling_probs(logits[r], maxima[r], seq.params) for r in range(row0, row0 + count)]
+    if count == 1:
+        return [int(torch.multinomial(probs[0], 1, generator=seq.generator).item())]
+    q = seq.draft_probs[: count - 1] if seq.draft_probs is not None else None
+    return verify_drafts(torch.stack(probs), seq.draft_ids[: count - 1], q, seq.generator)
 
 
 def _apply_constraints(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[int], counts: list[int],
                        structured: Any, errors: list[str | None]) -> None:
-    """Rows with a JSON schema may only take tokens their grammar allows next."""
-    idx = []
-    for k, (seq, count) in enumerate(zip(seqs, counts)):
-        if seq.matcher is None:
-            continue
-        if count != 1:  # the grammar state after each draft token would be needed (speculative decoding's issue)
-            errors[k] = "several sampled positions under a JSON schema are not supported"
-            continue
-        idx.append(k)
+    """Rows with a JSON schema may only take tokens their grammar allows next. Row j of a verify step follows
+    the sequence's first j drafts, so its mask is the grammar's state after them (the matcher itself only ever
+    advances over accepted tokens)."""
+    idx = [k for k, seq in enumerate(seqs) if seq.matcher is not None]
     if not idx:
         return
-    mask = structured.allocate_mask(len(idx))
-    structured.fill_masks([seqs[k].matcher for k in idx], mask)
-    structured.apply_mask(logits, mask, [first_rows[k] for k in idx])
+    if all(counts[k] == 1 for k in idx):
+        mask = structured.allocate_mask(len(idx))
+        structured.fill_masks([seqs[k].matcher for k in idx], mask)
+        structured.apply_mask(logits, mask, [first_rows[k] for k in idx])
+        return
+    entries, rows = [], []
+    for k in idx:
+        entries.append((seqs[k].matcher, len(rows), seqs[k].draft_ids[: counts[k] - 1]))
+        rows.extend(range(first_rows[k], first_rows[k] + counts[k]))
+    mask = structured.allocate_mask(len(rows))
+    structured.fill_masks_after_drafts(entries, mask)
+    structured.apply_mask(logits, mask, rows)
 
 
 def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_ids: list[int],
@@ -112,7 +127,7 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_id
         elif seq.params.greedy:
             tokens.append(best_ids[row0 : row0 + count])
         else:
-            tokens.append([_sample_row(logits[r], maxima[r], seq) for r in rows])
+            tokens.append(_sample_rows(logits, row0, count, maxima, seq))
     logprobs = [[float(logits[r, t]) - lse[r] for r, t in zip(range(row0, row0 + len(toks)), toks)]
                 if seq.params.logprobs else [] for seq, row0, toks in zip(seqs, first_rows, tokens)]
     return SampleResult(tokens, errors, logprobs)

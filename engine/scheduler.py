@@ -147,7 +147,7 @@ class Scheduler:
         self.running.remove(seq)
         self._release(seq)
         seq.status = Status.WAITING
-        seq.draft_ids = []
+        seq.clear_drafts()
         seq.metrics.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(seq)

@@ -32,6 +32,9 @@ class Sequence:
     matcher: Any = None  # structured-output matcher when params.json_schema is set
     token_ids: list[int] = field(default_factory=list)  # prompt + verified output
     draft_ids: list[int] = field(default_factory=list)  # proposed, unverified tokens after token_ids
+    # The proposal distribution of each draft ([len(draft_ids), vocab]) when a draft model sampled them; None when
+    # the drafts are point masses (prompt lookup, grammar fast-forward, greedy drafting).
+    draft_probs: torch.Tensor | None = None
     output_logprobs: list[float] = field(default_factory=list)  # per verified output token, when params.logprobs
     status: Status = Status.WAITING
     num_computed_tokens: int = 0  # leading tokens of token_ids whose KV is in the cache
@@ -83,6 +86,10 @@ class Sequence:
             return self.token_ids[start:end]
         return self.token_ids[start:] + self.draft_ids[max(0, start - n) : end - n]
 
+    def clear_drafts(self) -> None:
+        self.draft_ids = []
+        self.draft_probs = None
+
     def append(self, tokens: list[int]) -> None:
         """Accept tokens as verified output."""
         self.token_ids.extend(tokens)
@@ -98,4 +105,4 @@ class Sequence:
         self.num_computed_tokens = min(self.num_computed_tokens, len(self.token_ids))
         if self.hash_block_size:
             del self.block_hashes[len(self.token_ids) // self.hash_block_size :]
-        self.draft_ids = []
+        self.clear_drafts()

@@ -214,6 +214,28 @@ class StructuredOutputBackend:
         pairs = [(m._matcher, k) for k, m in enumerate(matchers)]
         self._executor.unsafe_compute_mask_ptr(pairs, mask.data_ptr(), self.mask_words * 4, mask.shape[0])
 
+    def fill_masks_after_drafts(self, entries: Sequence[tuple[StructuredMatcher, int, list[int]]],
+                                mask: torch.Tensor) -> None:
+        """For (matcher, row, drafts): row + j := the allowed set after the matcher's state plus drafts[:j], for j in
+        0..len(drafts), in parallel; every matcher ends in the state it started in (llguidance rolls back).
+
+        Rows past a draft the grammar rejects are left all-allowed: verification rejects that draft anyway, so
+        what follows it is never emitted."""
+        rows = sum(len(d) + 1 for _, _, d in entries)
+        self._check_mask(mask, rows)
+        if not entries:
+            return
+        for _, row, drafts in entries:
+            if drafts:
+                mask[row + 1 : row + 1 + len(drafts)] = -1
+        plain = [(m._matcher, row) for m, row, drafts in entries if not drafts]
+        triples = [(m._matcher, row, [int(t) for t in drafts]) for m, row, drafts in entries if drafts]
+        if plain:  # llguidance refuses an empty draft list
+            self._executor.unsafe_compute_mask_ptr(plain, mask.data_ptr(), self.mask_words * 4, mask.shape[0])
+        if triples:
+            self._executor.unsafe_compute_mask_ptr_with_draft_token(triples, mask.data_ptr(), self.mask_words * 4,
+                                                                    mask.shape[0])
+
     def apply_mask(self, logits: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor | Sequence[int] | None = None
                    ) -> None:
         """Set disallowed logits to -inf in place.
@@ -302,6 +324,28 @@ class StructuredMatcher:
         elif self._matcher.try_consume_tokens([token_id]) == 1:
             return
         raise ValueError(f"token {token_id} is not allowed by the JSON schema at this point")
+
+    def forced_tokens(self) -> list[int]:
+        """Tokens the grammar forces next (llguidance's fast-forward tokens); [] when it leaves a choice."""
+        if self._matcher.is_error() or self._matcher.is_stopped():
+            return []
+        return list(self._matcher.compute_ff_tokens())
+
+    def valid_prefix(self, tokens: list[int]) -> int:
+        """How many leading `tokens` the grammar accepts from the current state (the state does not change)."""
+        if not tokens or self._matcher.is_error():
+            return 0
+        return int(self._matcher.validate_tokens([int(t) for t in tokens]))
+
+    def advance(self, tokens: list[int]) -> int:
+        """Tentatively consume tokens (a draft being built); returns how many were consumed. Undo with `rollback`."""
+        if not tokens or self._matcher.is_error():
+            return 0
+        return int(self._matcher.try_consume_tokens([int(t) for t in tokens]))
+
+    def rollback(self, n: int) -> None:
+        if n > 0 and not self._matcher.rollback(n):
+            raise RuntimeError(f"structured output matcher could not roll back {n} tokens: {self._matcher.get_error()}")
 
     def is_finished(self) -> bool:
         """True once the JSON is complete and nothing but EOS may follow (also after EOS was accepted)."""

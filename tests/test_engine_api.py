@@ -181,7 +181,7 @@ def test_auto_dtype_keeps_bf16_only_where_the_cpu_has_it(checkpoints, tmp_path, 
     import json
     import shutil
 
-    import engine.llm as llm_module
+    import engine.devices as devices_module
 
     model = tmp_path / "bf16"
     shutil.copytree(checkpoints["llama"], model)
@@ -189,5 +189,5 @@ def test_auto_dtype_keeps_bf16_only_where_the_cpu_has_it(checkpoints, tmp_path, 
     cfg["torch_dtype"] = "bfloat16"
     cfg.pop("dtype", None)
     (model / "config.json").write_text(json.dumps(cfg))
-    monkeypatch.setattr(llm_module, "_cpu_has_fast_bf16", lambda: fast_bf16)
+    monkeypatch.setattr(devices_module, "cpu_has_fast_bf16", lambda: fast_bf16)
     assert LLM(model, device="cpu").config_summary()["dtype"] == expected

@@ -13,10 +13,10 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
+from engine.devices import DTYPES
 from engine.models.checkpoint import open_checkpoint
 from engine.models.config import ModelConfig
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2"}
 
 
@@ -42,14 +42,14 @@ def hf_config(cfg: ModelConfig, dtype: str) -> dict[str, Any]:
 def export_hf_checkpoint(model: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                          dtype: str = "float32") -> Path:
     """Dequantize `model` into `out_dir` (created; must be empty or absent). Returns `out_dir`."""
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     ckpt = open_checkpoint(model)
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty")
     out.mkdir(parents=True, exist_ok=True)
-    tensors = {name: t.to(_DTYPES[dtype]).contiguous() for name, t in ckpt.tensors().items()}
+    tensors = {name: t.to(DTYPES[dtype]).contiguous() for name, t in ckpt.tensors().items()}
     if ckpt.config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
     tmp = out / "model.safetensors.tmp"

@@ -10,8 +10,10 @@ import torch
 from safetensors import safe_open
 
 from engine.errors import ModelLoadError
+from engine.models.checkpoint import Checkpoint
 from engine.models.config import ModelConfig
 from engine.models.llama import LlamaModel
+from engine.models.lora import LoraAdapter, merge_lora
 from kernels import Kernels
 
 # Buffers some exporters save that carry no weights we need.
@@ -142,3 +144,24 @@ def load_model(cfg: ModelConfig, tensors: dict[str, torch.Tensor], source: Path,
 
         attach_int8_weights(model, layers)
     return model
+
+
+def build_model(ckpt: Checkpoint, dtype: torch.dtype, device: torch.device, kernels: Kernels,
+                quantization: str | None = None, lora: LoraAdapter | None = None) -> LlamaModel:
+    """The runnable model of a checkpoint: a LoRA adapter merged into the float weights, then int8 if asked.
+    A GGUF file asked for int8 is quantized tensor by tensor as it is dequantized (no float copy of the model),
+    unless an adapter must first be merged."""
+    tensors = ckpt.tensors(int8=ckpt.format == "gguf" and quantization == "int8" and lora is None)
+    if lora is not None:
+        merge_lora(tensors, lora)
+    model = load_model(ckpt.config, tensors, ckpt.path, dtype, device, kernels)
+    if quantization is not None:
+        from engine.quantization import quantize_model  # noqa: PLC0415 - only when asked for
+
+        quantize_model(model, quantization)
+    return model
+
+
+def num_weights(model: torch.nn.Module) -> int:
+    """Weight elements, int8 buffers included: the size measure a draft model's cost is judged by."""
+    return sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())

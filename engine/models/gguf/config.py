@@ -16,7 +16,7 @@ GGUF_ARCHITECTURES = {
 }
 
 # general.file_type (llama_ftype) -> the dtype a float checkpoint was stored in. Quantized files say bfloat16, so
-# dtype="auto" picks bf16 where the device runs it fast and float32 elsewhere (engine.llm._resolve_dtype).
+# dtype="auto" picks bf16 where the device runs it fast and float32 elsewhere (engine.devices.resolve_dtype).
 _FLOAT_FILE_TYPES = {0: "float32", 1: "float16", 32: "bfloat16"}
 
 
