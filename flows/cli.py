@@ -22,7 +22,7 @@ def _concurrency(text: str) -> int:
 
 
 def register(sub: Any) -> None:
-    from pipeline.config import add_kv_cache_dtype_arg
+    from pipeline.config import add_kv_cache_dtype_arg, add_speculative_args
 
     p = sub.add_parser("backfill", help="re-run the daily Prefect flow for every date in a range",
                        description="For each date D in [start, end]: INPUT_ROOT/D/ -> the run_date=D partition of "
@@ -38,6 +38,7 @@ def register(sub: Any) -> None:
     p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
     add_kv_cache_dtype_arg(p)
+    add_speculative_args(p)
     p.set_defaults(func=_cmd_backfill)
 
 
@@ -50,9 +51,17 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"pipeline backfill is unavailable: cannot import the Prefect flows ({exc})", file=sys.stderr)
         return 2
+    from pipeline.config import speculative_config
+
+    try:
+        speculative = speculative_config(args.speculative, args.num_speculative_tokens)
+    except ValueError as exc:
+        print(f"pipeline backfill: {exc}", file=sys.stderr)
+        return 2
     engine = {k: v for k, v in {"device": args.device, "dtype": args.dtype,
                                 "quantization": args.quantization,
-                                "kv_cache_dtype": args.kv_cache_dtype}.items() if v is not None}
+                                "kv_cache_dtype": args.kv_cache_dtype,
+                                "speculative_config": speculative}.items() if v is not None}
     try:
         results = backfill_flow(input_root=args.input_root, start=args.start, end=args.end, output_dir=args.output,
                                 model_dir=args.model, force=args.force, max_concurrency=args.max_concurrency,

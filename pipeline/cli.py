@@ -19,7 +19,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from rich.console import Console
 
-    from pipeline.config import EngineOptions, RunConfig, default_model_dir
+    from pipeline.config import EngineOptions, RunConfig, default_model_dir, speculative_config
     from pipeline.models import model_parts, resolve_model
     from pipeline.report import run_summary_table
     from pipeline.run import run_pipeline
@@ -36,6 +36,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
             "max_num_batched_tokens": args.max_num_batched_tokens, "quantization": args.quantization,
             "kv_cache_dtype": args.kv_cache_dtype,
+            "speculative_config": speculative_config(args.speculative, args.num_speculative_tokens),
             "max_model_len": args.max_model_len}.items() if v is not None})
         cfg = RunConfig(
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
@@ -44,7 +45,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             extraction=args.extraction, limits=_limits(args), bank_profile_dirs=args.bank_profiles,
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
         )
-    except ValidationError as exc:
+    except (ValidationError, ValueError) as exc:
         console.print(f"[red]invalid arguments:[/red] {exc}")
         return 2
     from pipeline.models import is_adapter
@@ -84,7 +85,7 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
 
 
 def _add_run(sub: Any) -> None:
-    from pipeline.config import add_kv_cache_dtype_arg
+    from pipeline.config import add_kv_cache_dtype_arg, add_speculative_args
 
     p = sub.add_parser("run", help="ingest an input folder, extract with the model, write Parquet",
                        description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")
@@ -113,6 +114,7 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
     add_kv_cache_dtype_arg(p)
+    add_speculative_args(p)
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +21,45 @@ def add_kv_cache_dtype_arg(parser: Any, default: str | None = None) -> None:
     parser.add_argument("--kv-cache-dtype", default=default, choices=KV_CACHE_DTYPES,
                         help="engine KV cache: the model dtype (auto, default) or int8 rows with a scale per token "
                              "and head (EngineOptions.kv_cache_dtype)")
+
+
+def add_speculative_args(parser: Any) -> None:
+    """`--speculative` and `--num-speculative-tokens`, the same for `pipeline run`, the flows and `eval`."""
+    parser.add_argument("--speculative", default=None, metavar="ngram|draft_model:PATH|JSON",
+                        help="speculative decoding: ngram (prompt lookup), draft_model:PATH (a small model with the "
+                             "same tokenizer) or an engine speculative_config as JSON. Greedy outputs are identical "
+                             "with and without it; only the speed changes")
+    parser.add_argument("--num-speculative-tokens", type=int, default=None, metavar="K",
+                        help="most tokens a sequence drafts per step (default 4)")
+
+
+def speculative_config(value: str | None, num_tokens: int | None = None) -> dict[str, Any] | None:
+    """The engine's speculative_config from the CLI's --speculative value; ValueError says what is wrong."""
+    if value is None:
+        if num_tokens is not None:
+            raise ValueError("--num-speculative-tokens needs --speculative")
+        return None
+    if value.lstrip().startswith("{"):
+        try:
+            cfg = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--speculative is not valid JSON: {exc}") from exc
+    elif value == "ngram":
+        cfg = {"method": "ngram"}
+    elif value.startswith("draft_model:"):
+        cfg = {"method": "draft_model", "model": value.split(":", 1)[1]}
+    else:
+        raise ValueError(f"--speculative must be ngram, draft_model:PATH or a JSON object, got {value!r}")
+    if num_tokens is not None:
+        cfg["num_speculative_tokens"] = num_tokens
+    from engine import SpeculativeConfig  # noqa: PLC0415 - the engine's public config, validated before any load
+    from pydantic import ValidationError  # noqa: PLC0415
+
+    try:
+        return SpeculativeConfig.model_validate(cfg).model_dump(mode="json", exclude_defaults=True) | {
+            "method": cfg["method"]}
+    except ValidationError as exc:
+        raise ValueError(f"invalid --speculative: {exc}") from exc
 
 
 DEFAULT_MODEL = "finextract-smollm2"
@@ -62,6 +102,9 @@ class EngineOptions(BaseModel):
     enable_prefix_caching: bool = True
     quantization: Literal["int8"] | None = None
     kv_cache_dtype: Literal["auto", "int8"] = "auto"  # one of KV_CACHE_DTYPES
+    # engine.SpeculativeConfig as a dict (see `speculative_config`); greedy outputs do not depend on it, so it is
+    # not part of any row's identity.
+    speculative_config: dict[str, Any] | None = None
 
 
 class RunConfig(BaseModel):

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.config import add_kv_cache_dtype_arg, demo_model_dir
+from pipeline.config import add_kv_cache_dtype_arg, add_speculative_args, demo_model_dir, speculative_config
 from pipeline.prompts import chat_template_sha, prompt_version
 from pipeline.validate import decoding_schema
 from schemas import AccountWindowSummary, DocumentExtraction
@@ -163,17 +163,21 @@ def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = 
 
 
 def _generate_engine(model_dir: Path, token_ids: list[list[int]], schemas: list[dict[str, Any]],
-                     quantization: str | None, kv_cache_dtype: str, progress: bool) -> tuple[list[str], dict[str, Any]]:
+                     quantization: str | None, kv_cache_dtype: str, progress: bool,
+                     speculative: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any]]:
     from engine import LLM, SamplingParams
 
     from pipeline.models import model_parts
 
     base, adapter = model_parts(model_dir)
     llm = LLM(str(base), dtype="auto", quantization=quantization, kv_cache_dtype=kv_cache_dtype, seed=0,
-              adapter=str(adapter) if adapter else None)
+              adapter=str(adapter) if adapter else None, speculative_config=speculative)
     params = [SamplingParams(max_tokens=MAX_ANSWER_TOKENS, temperature=0.0, json_schema=s) for s in schemas]
+    start = time.perf_counter()
     outs = llm.generate(token_ids, params, progress=progress)
-    return [o.text for o in outs], {"engine": llm.config_summary(), "engine_stats": llm.stats()}
+    wall = time.perf_counter() - start
+    return [o.text for o in outs], {"engine": llm.config_summary(), "engine_stats": llm.stats(),
+                                    "generate_seconds": round(wall, 3)}
 
 
 def _generate_hf(model_dir: Path, token_ids: list[list[int]], progress: bool) -> tuple[list[str], dict[str, Any]]:
@@ -230,8 +234,11 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
              limit: int | None = None, eval_dir: str | Path | None = None, backend: str = "engine",
              progress: bool = False, compare_to: str | Path | None = None, grounding: bool = True,
              kv_cache_dtype: str = "auto", gold_dir: str | Path | None = None,
-             extraction: str = "auto") -> dict[str, Any]:
+             extraction: str = "auto", speculative: dict[str, Any] | None = None) -> dict[str, Any]:
     """Score the model on the gold set; returns (and optionally writes) the JSON report.
+
+    `speculative`: an engine speculative_config (greedy decoding: the outputs must not change; `compare_to` a
+    report without it shows they do not, and the report carries the acceptance counters).
 
     `gold_dir` scores a real gold set instead (`pipeline.real_gold`: invoice2data or ZUGFeRD JSON beside each PDF),
     with e-invoices read from their XML unless `extraction="model"`, as in `pipeline run`.
@@ -251,8 +258,8 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
         raise ValueError("the hf backend does not load adapters; use the engine backend")
     if model_dir.is_dir() and model_parts(model_dir)[1] is None and not (model_dir / "tokenizer.json").is_file():
         raise FileNotFoundError(f"{model_dir} has no tokenizer.json; pass --model DIR|FILE.gguf|NAME")
-    if backend == "hf" and (quantization or kv_cache_dtype != "auto"):
-        raise ValueError("quantization and kv_cache_dtype are only available with the engine backend")
+    if backend == "hf" and (quantization or kv_cache_dtype != "auto" or speculative):
+        raise ValueError("quantization, kv_cache_dtype and speculative are only available with the engine backend")
     if backend not in ("engine", "hf"):
         raise ValueError(f"unknown backend {backend!r} (engine|hf)")
     if gold_dir is not None:
@@ -268,7 +275,8 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     texts: list[str] = []
     extra: dict[str, Any] = {}
     if model_items and backend == "engine":
-        texts, extra = _generate_engine(model_dir, token_ids, schemas, quantization, kv_cache_dtype, progress)
+        texts, extra = _generate_engine(model_dir, token_ids, schemas, quantization, kv_cache_dtype, progress,
+                                        speculative)
     elif model_items:
         texts, extra = _generate_hf(model_dir, token_ids, progress)
     elapsed = time.perf_counter() - start
@@ -279,6 +287,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
         scores.add(item, text)
     report = {
         "model_dir": str(model_dir), "prompt_version": prompt_version(chat_template_sha(tok)), "quantization": quantization, "kv_cache_dtype": kv_cache_dtype, "backend": backend,
+        "speculative": speculative,
         "grounding": grounding and backend == "engine",
         "eval_dir": str(gold_dir if gold_dir is not None else eval_dir), "gold_set": "real" if gold_dir else "synthetic",
         "extraction": extraction,
@@ -322,6 +331,13 @@ def render_report(report: dict[str, Any]) -> None:
     console.print(f"backend {report['backend']}, quantization {report['quantization']}, "
                   f"kv cache {report.get('kv_cache_dtype', 'auto')}, "
                   f"grounding {'on' if report.get('grounding') else 'off'}, generation {report['generation_seconds']} s")
+    stats = report.get("engine_stats") or {}
+    if report.get("speculative"):
+        console.print(f"speculative {report['speculative']['method']}: {stats.get('spec_accepted_tokens', 0)} of "
+                      f"{stats.get('spec_draft_tokens', 0)} drafted tokens accepted "
+                      f"({stats.get('spec_acceptance_rate', 0.0):.1%}; {stats.get('spec_forced_tokens', 0)} forced "
+                      f"by the grammar), {stats.get('spec_mean_accepted_length', 0.0):.2f} per verify step, "
+                      f"{stats.get('steps', 0)} engine steps for {stats.get('output_tokens', 0)} output tokens")
     if "comparison" in report:
         c = report["comparison"]
         console.print(f"vs {c['baseline_model_dir']} (quantization {c['baseline_quantization']}): accuracy "
@@ -333,7 +349,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     try:
         report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
                           progress=not args.no_progress, compare_to=args.compare_to, grounding=not args.no_grounding,
-                          kv_cache_dtype=args.kv_cache_dtype, gold_dir=args.gold, extraction=args.extraction)
+                          kv_cache_dtype=args.kv_cache_dtype, gold_dir=args.gold, extraction=args.extraction,
+                          speculative=speculative_config(args.speculative, args.num_speculative_tokens))
     except (FileNotFoundError, ValueError) as exc:
         print(f"pipeline eval: {exc}", file=sys.stderr)
         return 2
@@ -349,6 +366,7 @@ def register(subparsers: Any) -> None:
                                                 "(default: as `pipeline run`, finextract-smollm2)")
     p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
     add_kv_cache_dtype_arg(p, default="auto")
+    add_speculative_args(p)
     p.add_argument("--json", default=None, help="also write the JSON report here")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents and N windows")
     p.add_argument("--eval-dir", default=None, help="gold set directory (default data/eval)")

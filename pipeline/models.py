@@ -14,6 +14,8 @@ the record of where the weights lie (resolved with importlib), so nothing can go
 
 from __future__ import annotations
 
+import json
+
 import hashlib
 import importlib.util
 import subprocess
@@ -204,9 +206,15 @@ def _load_llm_cached(model: str, frozen: tuple[tuple[str, Any], ...]) -> Any:
     from engine import LLM
 
     base, adapter = model_parts(model)
-    return LLM(str(base), adapter=str(adapter) if adapter else None, **dict(frozen))
+    kwargs = {k: json.loads(v[len(_JSON):]) if isinstance(v, str) and v.startswith(_JSON) else v for k, v in frozen}
+    return LLM(str(base), adapter=str(adapter) if adapter else None, **kwargs)
+
+
+_JSON = "\0json:"  # marks a dict argument (speculative_config) frozen to a string for the cache key
 
 
 def load_llm(model: str | Path, **engine_kwargs: Any) -> Any:
     """Load (once per process for a given model and engine config) an `engine.LLM`."""
-    return _load_llm_cached(str(Path(model).resolve()), tuple(sorted(engine_kwargs.items())))
+    frozen = tuple(sorted((k, _JSON + json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
+                          for k, v in engine_kwargs.items()))
+    return _load_llm_cached(str(Path(model).resolve()), frozen)

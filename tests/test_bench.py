@@ -134,6 +134,13 @@ def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
     assert "cpu-native" in rows["engine_compiled"]["config"]["engine_config"]["kernels"]
     assert rows["engine_kv_int8"]["status"] == "ok", rows["engine_kv_int8"]["reason"]
     assert rows["engine_kv_int8"]["config"]["engine_config"]["kv_cache_dtype"] == "int8"
+    spec = rows["engine_speculative"]
+    assert spec["status"] == "ok", spec["reason"]
+    assert spec["config"]["engine_config"]["speculative_config"]["method"] == "ngram"
+    sp = spec["speculative"]
+    assert sp["identical_outputs_vs"] == "engine_kv_int8" and sp["identical_outputs_share"] == 1.0
+    assert sp["baseline"] in rows and sp["steps"] > 0 and sp["baseline_steps"] > 0
+    assert sp["draft_tokens"] == spec["engine_stats_delta"]["spec_draft_tokens"]
     assert results["headline"]["best_engine_step"] in rows
     assert all(_png(out / name) for name in ("throughput.png", "latency.png"))
     assert "| system |" in (out / "results.md").read_text()

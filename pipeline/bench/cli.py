@@ -23,6 +23,16 @@ _WORKLOAD_FLAGS = {  # CLI dest -> WorkloadSpec field
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workload", choices=("standard", "extraction"), default="standard",
+                   help="standard (GUIDE §3, every system and rung) or extraction: the eval set's grounded "
+                        "extraction requests on a real model, without and with speculative decoding")
+    x = p.add_argument_group("extraction workload")
+    x.add_argument("--speculative", action="append", default=None, metavar="ngram|draft_model:PATH|JSON",
+                   help="speculative configurations to compare with the engine default (repeatable; default ngram)")
+    x.add_argument("--num-speculative-tokens", type=int, default=None, metavar="K")
+    x.add_argument("--eval-dir", default=None, help="synthetic gold set (default data/eval)")
+    x.add_argument("--gold", default=None, metavar="DIR", help="a real gold set instead (e.g. the shared invoices)")
+    x.add_argument("--limit", type=int, default=None, help="first N documents and N windows of the gold set")
     p.add_argument("--quick", action="store_true",
                    help=f"CI smoke preset: shape {QUICK_MODEL}, {QUICK_WORKLOAD.num_requests} short requests")
     p.add_argument("--model", default=None,
@@ -93,6 +103,8 @@ def run_command(args: argparse.Namespace) -> int:
     from pipeline.bench.runner import run_bench
 
     console = Console(stderr=True)
+    if args.workload == "extraction":
+        return _run_extraction(args, console)
     try:
         cfg = config_from_args(args)
     except ValueError as e:
@@ -110,6 +122,22 @@ def run_command(args: argparse.Namespace) -> int:
     if errors:
         console.print(f"[red]systems with errors:[/red] {', '.join(errors)} (see {cfg.out_dir / 'logs'})")
         return 1
+    return 0
+
+
+def _run_extraction(args: argparse.Namespace, console: Console) -> int:
+    from pipeline.bench.extraction import render_extraction, run_extraction_bench
+    from pipeline.config import speculative_config
+
+    try:
+        specs = [speculative_config(v, args.num_speculative_tokens) for v in (args.speculative or ["ngram"])]
+        results = run_extraction_bench(args.model, [s for s in specs if s], args.out, limit=args.limit,
+                                       eval_dir=args.eval_dir, gold_dir=args.gold)
+    except (ValueError, FileNotFoundError) as e:
+        console.print(f"[red]cannot run the extraction benchmark:[/red] {e}")
+        return 2
+    render_extraction(results, Console(width=None if sys.stdout.isatty() else 220))
+    console.print(f"wrote {args.out / 'extraction.json'}")
     return 0
 
 

@@ -67,6 +67,15 @@ def render_table(results: dict[str, Any], console: Console) -> None:
     for r in results["systems"]:
         if r["status"] != "ok":
             console.print(f"  {r['label']}: {r['status']}: {(r.get('reason') or '').splitlines()[0]}")
+    for r in results["systems"]:
+        sp = r.get("speculative")
+        if sp:
+            console.print(f"  {r['label']}: {sp['accepted_tokens']} of {sp['draft_tokens']} drafts accepted "
+                          f"({sp['acceptance_rate']:.1%}), {sp['mean_accepted_length']:.2f} per verify step; "
+                          f"{sp['steps']} steps vs {sp['baseline_steps']} for {sp['baseline']} "
+                          f"({sp['steps_saved_share']:.1%} saved), throughput x{sp['throughput_ratio'] or 0:.2f}"
+                          + (f"; tokens identical to {sp['identical_outputs_vs']}: "
+                             f"{sp['identical_outputs_share']:.0%}" if sp.get("identical_outputs_vs") else ""))
     g = results["gemm_peak"]
     console.print(f"MFU denominator: dense {g['dtype']} GEMM {g['flops_per_s'] / 1e9:.0f} GFLOP/s measured in this run; "
                   f"ratios are output tok/s over the baseline's.")

@@ -71,6 +71,9 @@ class SystemResult(BaseModel):
     engine_stats_delta: dict[str, Any] | None = None
     per_request: dict[str, list[float | int | None]] | None = None
     agreement_vs_hf_generate_b4: dict[str, float] | None = None
+    # The speculative rung against the best rung without speculation: acceptance, steps saved, throughput ratio
+    # and whether its tokens equal those of the rung it builds on (they must, under greedy decoding).
+    speculative: dict[str, Any] | None = None
     ratios: dict[str, dict[str, float]] = {}
     # Against a baseline stopped by --system-timeout: its throughput was below workload tokens / limit, so these
     # ratios are lower bounds (same keys as `ratios`).

@@ -109,6 +109,43 @@ def _ratios(rows: list[SystemResult], workload: Workload) -> None:
         }
 
 
+def speculation_summary(delta: dict[str, Any], wall_s: float, output_tokens: int, base_delta: dict[str, Any],
+                        base_wall_s: float, base_output_tokens: int) -> dict[str, Any]:
+    """Acceptance and savings of a speculative run against a run without speculation (shared with the
+    extraction workload)."""
+    drafted, accepted = delta.get("spec_draft_tokens", 0), delta.get("spec_accepted_tokens", 0)
+    verify = delta.get("spec_verify_steps", 0)
+    steps, base_steps = delta.get("steps", 0), base_delta.get("steps", 0)
+    rate, base_rate = output_tokens / wall_s if wall_s else 0.0, base_output_tokens / base_wall_s if base_wall_s else 0.0
+    return {
+        "draft_tokens": drafted, "accepted_tokens": accepted, "forced_tokens": delta.get("spec_forced_tokens", 0),
+        "acceptance_rate": accepted / drafted if drafted else 0.0,
+        "mean_accepted_length": accepted / verify if verify else 0.0,
+        "steps": steps, "baseline_steps": base_steps,
+        "steps_saved_share": 1 - steps / base_steps if base_steps else 0.0,
+        "throughput_ratio": rate / base_rate if base_rate else None,
+    }
+
+
+def _speculative_rows(rows: list[SystemResult], tokens: dict[str, list[list[int]]]) -> None:
+    """The speculative rung against the fastest rung without it (throughput, steps) and against the rung it
+    builds on (identical tokens)."""
+    spec = next((r for r in rows if r.name == "engine_speculative" and r.status == "ok"), None)
+    others = [r for r in rows if r.kind == "ladder" and r.status == "ok" and r.name != "engine_speculative"]
+    if spec is None or not others:
+        return
+    best = max(others, key=lambda r: r.output_tokens_per_s or 0.0)
+    summary = speculation_summary(spec.engine_stats_delta or {}, spec.wall_s or 0.0, spec.output_tokens or 0,
+                                  best.engine_stats_delta or {}, best.wall_s or 0.0, best.output_tokens or 0)
+    summary["baseline"] = best.name
+    same = next((r for r in others if r.name == "engine_kv_int8"), None)
+    if same is not None and same.name in tokens and spec.name in tokens:
+        pairs = list(zip(tokens[spec.name], tokens[same.name]))
+        summary["identical_outputs_vs"] = same.name
+        summary["identical_outputs_share"] = sum(a == b for a, b in pairs) / len(pairs) if pairs else None
+    spec.speculative = summary
+
+
 def _headline(rows: list[SystemResult]) -> dict[str, Any]:
     ladder = [r for r in rows if r.kind == "ladder" and r.status == "ok"]
     if not ladder:
@@ -208,6 +245,7 @@ def run_bench(
         if ref and row.name != "hf_generate_b4" and row.name in tokens:
             row.agreement_vs_hf_generate_b4 = agreement(ref, tokens[row.name])
     _ratios(rows, workload)
+    _speculative_rows(rows, tokens)
     results["systems"] = [r.model_dump(mode="json") for r in rows]
     results["headline"] = _headline(rows)
     results["total_bench_s"] = time.perf_counter() - t_start
