@@ -46,6 +46,11 @@ class Tokenizer:
         """The `tokenizer.json` text (what llguidance builds its token trie from)."""
         return self._tok.to_str()
 
+    def same_vocabulary(self, other: "Tokenizer") -> bool:
+        """Whether both map every token string to the same id (a GGUF file's rebuilt tokenizer and the directory
+        it came from serialise differently but agree here): the test a draft model must pass."""
+        return self._tok.get_vocab(with_added_tokens=True) == other._tok.get_vocab(with_added_tokens=True)
+
     @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)

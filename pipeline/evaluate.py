@@ -162,16 +162,22 @@ def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = 
     return items, 0
 
 
-def _generate_engine(model_dir: Path, token_ids: list[list[int]], schemas: list[dict[str, Any]],
-                     quantization: str | None, kv_cache_dtype: str, progress: bool,
-                     speculative: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any]]:
-    from engine import LLM, SamplingParams
+def eval_engine(model_dir: Path, quantization: str | None = None, kv_cache_dtype: str = "auto",
+                speculative: dict[str, Any] | None = None) -> Any:
+    """The engine `pipeline eval` measures: the model (an adapter over its base) in its default dtype, seed 0."""
+    from engine import LLM
 
     from pipeline.models import model_parts
 
     base, adapter = model_parts(model_dir)
-    llm = LLM(str(base), dtype="auto", quantization=quantization, kv_cache_dtype=kv_cache_dtype, seed=0,
-              adapter=str(adapter) if adapter else None, speculative_config=speculative)
+    return LLM(str(base), dtype="auto", quantization=quantization, kv_cache_dtype=kv_cache_dtype, seed=0,
+               adapter=str(adapter) if adapter else None, speculative_config=speculative)
+
+
+def _generate_engine(llm: Any, token_ids: list[list[int]], schemas: list[dict[str, Any]],
+                     progress: bool) -> tuple[list[str], dict[str, Any]]:
+    from engine import SamplingParams
+
     params = [SamplingParams(max_tokens=MAX_ANSWER_TOKENS, temperature=0.0, json_schema=s) for s in schemas]
     start = time.perf_counter()
     outs = llm.generate(token_ids, params, progress=progress)
@@ -234,11 +240,13 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
              limit: int | None = None, eval_dir: str | Path | None = None, backend: str = "engine",
              progress: bool = False, compare_to: str | Path | None = None, grounding: bool = True,
              kv_cache_dtype: str = "auto", gold_dir: str | Path | None = None,
-             extraction: str = "auto", speculative: dict[str, Any] | None = None) -> dict[str, Any]:
+             extraction: str = "auto", speculative: dict[str, Any] | None = None,
+             llm: Any = None) -> dict[str, Any]:
     """Score the model on the gold set; returns (and optionally writes) the JSON report.
 
     `speculative`: an engine speculative_config (greedy decoding: the outputs must not change; `compare_to` a
-    report without it shows they do not, and the report carries the acceptance counters).
+    report without it shows they do not, and the report carries the acceptance counters). `llm`: an engine from
+    `eval_engine` to reuse (its stats are cumulative); otherwise one is loaded.
 
     `gold_dir` scores a real gold set instead (`pipeline.real_gold`: invoice2data or ZUGFeRD JSON beside each PDF),
     with e-invoices read from their XML unless `extraction="model"`, as in `pipeline run`.
@@ -275,8 +283,9 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     texts: list[str] = []
     extra: dict[str, Any] = {}
     if model_items and backend == "engine":
-        texts, extra = _generate_engine(model_dir, token_ids, schemas, quantization, kv_cache_dtype, progress,
-                                        speculative)
+        if llm is None:
+            llm = eval_engine(model_dir, quantization, kv_cache_dtype, speculative)
+        texts, extra = _generate_engine(llm, token_ids, schemas, progress)
     elif model_items:
         texts, extra = _generate_hf(model_dir, token_ids, progress)
     elapsed = time.perf_counter() - start

@@ -249,3 +249,15 @@ def test_config_errors_are_clear(checkpoints, tmp_path):
     summary = LLM(checkpoints["llama"], dtype="float32",
                   speculative_config={"method": "ngram"}).config_summary()["speculative_config"]
     assert summary["method"] == "ngram" and summary["num_speculative_tokens"] == 4
+
+
+def test_a_gguf_draft_model_for_a_directory_target(checkpoints, drafts, refs, tmp_path):
+    """`model` may be a GGUF file: its rebuilt tokenizer has the same vocabulary as the target's directory."""
+    from tests.helpers.gguf_files import write_gguf
+
+    gguf = write_gguf(drafts["llama"], tmp_path / "draft.gguf", "F32")
+    params = SamplingParams(max_tokens=MAX_NEW, min_tokens=MAX_NEW, ignore_eos=True)
+    llm = LLM(checkpoints["llama"], dtype="float32", block_size=8,
+              speculative_config={"method": "draft_model", "model": str(gguf), "adaptive": False})
+    assert [o.token_ids for o in llm.generate(_prompts(), params, progress=False)] == refs["llama"]
+    assert llm.stats()["spec_draft_tokens"] > 0

@@ -62,7 +62,7 @@ def test_eval_and_extraction_bench_report_the_same_outputs(tmp_path: Path,
     from pipeline.bench.cli import main as bench_main
 
     model = str(demo_model_dir())
-    assert bench_main(["--workload", "extraction", "--model", model, "--limit", "4", "--out", str(tmp_path),
+    assert bench_main(["--workload", "extraction", "--model", model, "--limit", "4", "--out", str(tmp_path), "--repeat", "1",
                        "--speculative", "ngram"]) == 0
     results = json.loads((tmp_path / "extraction.json").read_text())
     base, spec = results["runs"]

@@ -60,7 +60,7 @@ def build_speculator(config: SpeculativeConfig, target: TargetInfo) -> Speculato
 def _draft_model(config: SpeculativeConfig, target: TargetInfo) -> tuple[DraftModelProposer, int]:
     assert config.model is not None
     ckpt = open_checkpoint(config.model)
-    if ckpt.tokenizer.to_json() != target.tokenizer.to_json():
+    if not ckpt.tokenizer.same_vocabulary(target.tokenizer):
         raise ValueError(f"draft model {config.model} has a different tokenizer from the target model: its tokens "
                          "would mean something else (a draft model must share the target's tokenizer)")
     dtype = resolve_dtype(config.draft_dtype, ckpt.config, target.device) if config.draft_dtype != "auto" \

@@ -33,10 +33,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     x.add_argument("--eval-dir", default=None, help="synthetic gold set (default data/eval)")
     x.add_argument("--gold", default=None, metavar="DIR", help="a real gold set instead (e.g. the shared invoices)")
     x.add_argument("--limit", type=int, default=None, help="first N documents and N windows of the gold set")
+    x.add_argument("--repeat", type=int, default=2, help="runs of each configuration, alternating (fastest counts)")
     p.add_argument("--quick", action="store_true",
                    help=f"CI smoke preset: shape {QUICK_MODEL}, {QUICK_WORKLOAD.num_requests} short requests")
     p.add_argument("--model", default=None,
-                   help=f"shape with random weights ({', '.join(SHAPES)}; default smollm2-135m) or a HF checkpoint dir")
+                   help=f"shape with random weights ({', '.join(SHAPES)}; default smollm2-135m) or a HF checkpoint dir; "
+                        "with --workload extraction a model directory, .gguf file or registered name (default: "
+                        "as `pipeline run`)")
     p.add_argument("--systems", default="all",
                    help="comma list of systems or groups: all, hf, engine, hf_generate_b4, hf_continuous_batching, "
                         "engine_paged, engine_prefix_cache, engine_int8, engine_compiled, engine_kv_int8, engine_speculative")
@@ -66,6 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--max-num-batched-tokens", type=int, default=EngineOptions().max_num_batched_tokens)
     e.add_argument("--kv-cache-memory", type=int, default=None, help="bytes for the KV pool")
     e.add_argument("--block-size", type=int, default=EngineOptions().block_size)
+    e.add_argument("--speculative-on", default=EngineOptions().speculative_base, metavar="RUNG",
+                   help="the rung the speculative rung builds on (default engine_kv_int8)")
     h = p.add_argument_group("HF baselines")
     h.add_argument("--hf-batch-size", type=int, default=HFOptions().batch_size)
     h.add_argument("--hf-attn", default=HFOptions().attn_implementation, help="attention backend for HF generate")
@@ -79,7 +84,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     model = args.model or (QUICK_MODEL if args.quick else "smollm2-135m")
     hf = HFOptions(batch_size=args.hf_batch_size, attn_implementation=args.hf_attn, cb_page_size=args.hf_cb_page_size)
     engine = EngineOptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                           kv_cache_memory=args.kv_cache_memory, block_size=args.block_size)
+                           kv_cache_memory=args.kv_cache_memory, block_size=args.block_size,
+                           speculative_base=args.speculative_on)
     standard = (not args.quick and not overrides and model == "smollm2-135m" and args.dtype == "bfloat16"
                 and hf == HFOptions() and engine == EngineOptions())
     return BenchConfig(
@@ -132,7 +138,7 @@ def _run_extraction(args: argparse.Namespace, console: Console) -> int:
     try:
         specs = [speculative_config(v, args.num_speculative_tokens) for v in (args.speculative or ["ngram"])]
         results = run_extraction_bench(args.model, [s for s in specs if s], args.out, limit=args.limit,
-                                       eval_dir=args.eval_dir, gold_dir=args.gold)
+                                       eval_dir=args.eval_dir, gold_dir=args.gold, repeat=args.repeat)
     except (ValueError, FileNotFoundError) as e:
         console.print(f"[red]cannot run the extraction benchmark:[/red] {e}")
         return 2

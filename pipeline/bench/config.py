@@ -47,6 +47,9 @@ class EngineOptions(BaseModel):
     max_num_batched_tokens: int = Field(2048, ge=1)
     kv_cache_memory: int | None = Field(None, ge=1, description="bytes; None lets the engine choose")
     block_size: int = Field(16, ge=1)
+    speculative_base: Literal["engine_paged", "engine_prefix_cache", "engine_int8", "engine_compiled",
+                              "engine_kv_int8"] = Field(
+        "engine_kv_int8", description="the rung whose switches the speculative rung adds prompt lookup to")
 
 
 class HFOptions(BaseModel):

@@ -37,8 +37,9 @@ LADDER: tuple[LadderStep, ...] = (
                                   "kv_cache_dtype": "int8"}),
     # Prompt lookup on top: greedy tokens identical to the rung above; what it saves depends on how much of the
     # output repeats the input (little on the standard workload's random tokens; see `--workload extraction`).
-    LadderStep("engine_speculative", {"enable_prefix_caching": True, "quantization": "int8", "kernels": "auto",
-                                      "kv_cache_dtype": "int8", "speculative_config": SPECULATIVE_RUNG}),
+    # By default it builds on "+ INT8 KV cache"; `--speculative-on RUNG` picks another base (CPUs without VNNI,
+    # where the int8 rungs do not finish).
+    LadderStep("engine_speculative", {"speculative_config": SPECULATIVE_RUNG}),
 )
 LADDER_BY_NAME: dict[str, LadderStep] = {s.name: s for s in LADDER}
 
@@ -59,6 +60,9 @@ def run_engine_step(job: BenchJob, workload: Workload, step: LadderStep) -> Syst
     except ImportError as e:
         raise SystemUnavailable(f"the engine package is not importable: {e}", status="error") from e
 
+    switches = dict(step.llm_kwargs)
+    if step.name == "engine_speculative":
+        switches = {**(LADDER_BY_NAME[job.engine.speculative_base].llm_kwargs or {}), **switches}
     kwargs: dict[str, Any] = dict(
         dtype=job.dtype,
         device=job.device,
@@ -67,14 +71,14 @@ def run_engine_step(job: BenchJob, workload: Workload, step: LadderStep) -> Syst
         max_num_batched_tokens=job.engine.max_num_batched_tokens,
         kv_cache_memory=job.engine.kv_cache_memory,
         block_size=job.engine.block_size,
-        **step.llm_kwargs,
+        **switches,
     )
     t_load = time.perf_counter()
     try:
         llm = LLM(str(job.model_dir), **kwargs)
     except (NotImplementedError, ValueError) as e:
-        if "quantization" in step.llm_kwargs:
-            raise SystemUnavailable(f"engine rejected {step.llm_kwargs}: {type(e).__name__}: {e}") from e
+        if "quantization" in switches:
+            raise SystemUnavailable(f"engine rejected {switches}: {type(e).__name__}: {e}") from e
         raise
     load_s = time.perf_counter() - t_load
 

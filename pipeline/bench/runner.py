@@ -127,7 +127,7 @@ def speculation_summary(delta: dict[str, Any], wall_s: float, output_tokens: int
     }
 
 
-def _speculative_rows(rows: list[SystemResult], tokens: dict[str, list[list[int]]]) -> None:
+def _speculative_rows(rows: list[SystemResult], tokens: dict[str, list[list[int]]], base_rung: str) -> None:
     """The speculative rung against the fastest rung without it (throughput, steps) and against the rung it
     builds on (identical tokens)."""
     spec = next((r for r in rows if r.name == "engine_speculative" and r.status == "ok"), None)
@@ -138,7 +138,7 @@ def _speculative_rows(rows: list[SystemResult], tokens: dict[str, list[list[int]
     summary = speculation_summary(spec.engine_stats_delta or {}, spec.wall_s or 0.0, spec.output_tokens or 0,
                                   best.engine_stats_delta or {}, best.wall_s or 0.0, best.output_tokens or 0)
     summary["baseline"] = best.name
-    same = next((r for r in others if r.name == "engine_kv_int8"), None)
+    same = next((r for r in others if r.name == base_rung), None)
     if same is not None and same.name in tokens and spec.name in tokens:
         pairs = list(zip(tokens[spec.name], tokens[same.name]))
         summary["identical_outputs_vs"] = same.name
@@ -245,7 +245,7 @@ def run_bench(
         if ref and row.name != "hf_generate_b4" and row.name in tokens:
             row.agreement_vs_hf_generate_b4 = agreement(ref, tokens[row.name])
     _ratios(rows, workload)
-    _speculative_rows(rows, tokens)
+    _speculative_rows(rows, tokens, cfg.engine.speculative_base)
     results["systems"] = [r.model_dump(mode="json") for r in rows]
     results["headline"] = _headline(rows)
     results["total_bench_s"] = time.perf_counter() - t_start
