@@ -2,8 +2,8 @@
 
 A sequence may sample several positions in one step (a verify step samples after each draft token); the result
 is a list of tokens per sequence: greedy rows give every position's argmax (the caller keeps the drafts that
-match), sampled rows go through rejection sampling, so speculation never changes the output distribution. Problems confined to one request — non-finite logits, a grammar that allows no
-token — come back as that request's error, never as an exception that would end the whole batch.
+match), sampled rows go through rejection sampling, so speculation never changes the output distribution.
+Problems confined to one request — non-finite logits, a grammar that allows no token — come back as that request's error, never as an exception that would end the whole batch.
 
 Each request samples from its own seeded generator, so its tokens do not depend on what else is in the batch.
 """

@@ -28,11 +28,17 @@ class DraftModelProposer:
         self.vocab = target_vocab
         self.max_batched_tokens = max_batched_tokens
         self._shadows: dict[int, Sequence] = {}  # id(target sequence) -> its draft-side shadow
-        self.forward_passes = 0
+        # id(target sequence) -> how many of its tokens the shadow held when last levelled: target tokens only
+        # grow, so those need no comparison again unless the target has since become shorter (rolled back).
+        self._levelled: dict[int, int] = {}
 
     def release(self, keep: set[int]) -> None:
         for key in [k for k in self._shadows if k not in keep]:
-            self.bm.free_sequence(self._shadows.pop(key))
+            self._drop(key)
+
+    def _drop(self, key: int) -> None:
+        self.bm.free_sequence(self._shadows.pop(key))
+        self._levelled.pop(key, None)
 
     def propose(self, seqs: list[Sequence], prefixes: list[list[int]], lengths: list[int],
                 structured: Any) -> list[tuple[list[int], torch.Tensor | None]]:
@@ -62,10 +68,10 @@ class DraftModelProposer:
                     budget -= n
                 if not batch.seqs:
                     break
-                rows = self._forward(batch)
+                rows, raw = self._forward(batch)
                 owner = {id(self._shadows[id(seqs[i])]): i for i in active}
                 sampled = [(owner[id(sh)], r) for sh, r in rows]
-                logits = self._logits_rows(sampled, seqs, structured)
+                logits = self._logits_rows(raw, sampled, seqs, structured)
                 still = []
                 for (i, _), row in zip(sampled, logits):
                     seq, sh = seqs[i], self._shadows[id(seqs[i])]
@@ -99,34 +105,35 @@ class DraftModelProposer:
                           metrics=RequestMetrics(arrival_time=0.0), generator=gen)
             self._shadows[id(seq)] = sh
         old = sh.token_ids
-        same = 0
-        for a, b in zip(old, tokens):
-            if a != b:
-                break
+        known = self._levelled.get(id(seq), 0)
+        same = known if len(seq.token_ids) >= known else 0
+        same = min(same, len(old), len(tokens))
+        while same < len(old) and same < len(tokens) and old[same] == tokens[same]:
             same += 1
         sh.token_ids = list(tokens)
+        self._levelled[id(seq)] = len(seq.token_ids)
         sh.num_computed_tokens = min(sh.num_computed_tokens, same, len(tokens) - 1)
         self.bm.truncate(sh, sh.num_computed_tokens)
         if not self.bm.grow(sh, len(tokens) + k - 1):
-            self.bm.free_sequence(self._shadows.pop(id(seq)))
+            self._drop(id(seq))
             return False
         return True
 
-    def _forward(self, batch: ScheduledBatch) -> list[tuple[Sequence, int]]:
-        """One draft forward; returns (shadow, logits row) for the shadows that reached their last token."""
+    def _forward(self, batch: ScheduledBatch) -> tuple[list[tuple[Sequence, int]], torch.Tensor]:
+        """One draft forward: (shadow, logits row) for the shadows that reached their last token, and the logits."""
         fresh = self.bm.take_fresh_blocks()
         if fresh:
             self.runner.zero_blocks(fresh)
         inputs = self.runner.prepare(batch)
-        self._last_logits = self.runner.execute(inputs)
-        self.forward_passes += 1
+        logits = self.runner.execute(inputs)
         for sh, n in zip(batch.seqs, batch.num_tokens):
             sh.num_computed_tokens += n
-        return [(sh, r) for r, sh in enumerate(inputs.sampling_seqs)]
+        return [(sh, r) for r, sh in enumerate(inputs.sampling_seqs)], logits
 
-    def _logits_rows(self, sampled: list[tuple[int, int]], seqs: list[Sequence], structured: Any) -> torch.Tensor:
+    def _logits_rows(self, raw: torch.Tensor, sampled: list[tuple[int, int]], seqs: list[Sequence],
+                     structured: Any) -> torch.Tensor:
         """Draft logits in the target's vocabulary, the grammar's mask applied where a request has a schema."""
-        logits = self._last_logits[[r for _, r in sampled]].float()
+        logits = raw[[r for _, r in sampled]].float()
         width = logits.shape[1]
         if width > self.vocab:
             logits = logits[:, : self.vocab]

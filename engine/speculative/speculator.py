@@ -89,7 +89,7 @@ class Speculator:
             cap = max(0, min(k_max, room - len(ff)))
             guess: list[int] = []
             if st.ngram is not None and cap:
-                guess = st.ngram.propose(seq.token_ids + ff, cap)
+                guess = st.ngram.propose(seq.token_ids + ff if ff else seq.token_ids, cap)
                 guess = self._grammar_prefix(seq, ff, guess)
                 cap = len(guess)
             forced.append(ff)

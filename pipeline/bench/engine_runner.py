@@ -48,7 +48,7 @@ _COUNTERS = ("num_preemptions", "prefill_tokens_computed", "prefill_tokens_cache
              "spec_verify_steps", "spec_draft_tokens", "spec_accepted_tokens", "spec_forced_tokens")
 
 
-def _stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {k: after[k] - before.get(k, 0) for k in _COUNTERS if isinstance(after.get(k), (int, float))}
 
 
@@ -114,7 +114,7 @@ def run_engine_step(job: BenchJob, workload: Workload, step: LadderStep) -> Syst
                 token_ids=list(out.token_ids),
             )
         )
-    delta = _stats_delta(before, after)
+    delta = stats_delta(before, after)
     config = {"llm_kwargs": {k: v for k, v in kwargs.items()}}
     try:
         config["engine_config"] = llm.config_summary()

@@ -4,8 +4,9 @@ The standard workload's random tokens never repeat, so prompt lookup finds nothi
 only be shown not to hurt. Here the requests are the eval set's (the default model over `data/eval`, or a real
 gold set such as the shared invoices), decoded under their grounded JSON schemas exactly as `pipeline eval` and
 `pipeline run` do: the output copies the document's spans and the grammar forces its keys. Each configuration
-is loaded once and runs the same requests, alternating, `repeat` times; the report gives acceptance, engine steps saved, throughput against the
-run without speculation, and accuracy with identical-output share (greedy: they must not change).
+is loaded once and runs the same requests, alternating, `repeat` times; the report gives acceptance, engine
+steps saved, throughput against the run without speculation, and accuracy with identical-output share (greedy:
+they must not change).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.bench.engine_runner import stats_delta
 from pipeline.bench.runner import speculation_summary
 
 
@@ -39,8 +41,7 @@ def run_extraction_bench(model: str | None, speculative: list[dict[str, Any]], o
             before = dict(llm.stats())
             report = run_eval(model_dir, limit=limit, eval_dir=eval_dir, gold_dir=gold_dir, progress=progress,
                               speculative=cfg, llm=llm)
-            delta = {k: v - before.get(k, 0) for k, v in report["engine_stats"].items()
-                     if isinstance(v, int) and not isinstance(v, bool)}
+            delta = stats_delta(before, report["engine_stats"])
             if best[i] is None or report["generate_seconds"] < best[i][0]["generate_seconds"]:  # type: ignore[index]
                 best[i] = (report, delta)
     (base, base_delta), runs = best[0], []  # type: ignore[misc]
