@@ -18,7 +18,7 @@ ROW_KEYS = {
     "ttft_ms", "tpot_ms", "e2e_ms", "prefix_cache_hit_rate", "preemptions", "peak_rss_bytes", "mfu", "ratios",
 }
 EXPECTED_SYSTEMS = [
-    "hf_generate_b4", "hf_continuous_batching", "engine_paged", "engine_prefix_cache", "engine_int8",
+    "hf_generate_b4", "hf_continuous_batching", "llamacpp", "engine_paged", "engine_prefix_cache", "engine_int8",
     "engine_compiled", "engine_kv_int8", "engine_speculative",
 ]
 
@@ -142,6 +142,9 @@ def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
     assert sp["baseline"] in rows and sp["steps"] > 0 and sp["baseline_steps"] > 0
     assert sp["draft_tokens"] == spec["engine_stats_delta"]["spec_draft_tokens"]
     assert results["headline"]["best_engine_step"] in rows
+    assert rows["llamacpp"]["status"] == "not_available" and rows["llamacpp"]["kind"] == "peer"  # no GGUF here
+    assert results["floor"]["wall_s"] > 0 and results["floor"]["int8_gemm_peak"]["flops_per_s"] > 0
+    assert all(r["floor_ratio"] > 1.0 for r in rows.values() if r["status"] == "ok")  # nothing beats the floor
     assert all(_png(out / name) for name in ("throughput.png", "latency.png"))
     assert "| system |" in (out / "results.md").read_text()
 

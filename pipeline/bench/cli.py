@@ -11,7 +11,8 @@ from typing import Any
 from rich.console import Console
 
 from pipeline.bench.config import (
-    QUICK_MODEL, QUICK_WORKLOAD, BenchConfig, EngineOptions, HFOptions, WorkloadSpec, expand_systems,
+    QUICK_MODEL, QUICK_WORKLOAD, BenchConfig, EngineOptions, HFOptions, LlamaCppOptions, WorkloadSpec,
+    expand_systems,
 )
 from pipeline.bench.shapes import SHAPES
 
@@ -41,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "with --workload extraction a model directory, .gguf file or registered name (default: "
                         "as `pipeline run`)")
     p.add_argument("--systems", default="all",
-                   help="comma list of systems or groups: all, hf, engine, hf_generate_b4, hf_continuous_batching, "
+                   help="comma list of systems or groups: all, hf, peers, engine, hf_generate_b4, "
+                        "hf_continuous_batching, llamacpp, "
                         "engine_paged, engine_prefix_cache, engine_int8, engine_compiled, engine_kv_int8, engine_speculative")
     p.add_argument("--out", type=Path, default=Path("bench-out"), help="output directory (default bench-out)")
     p.add_argument("--reuse-baselines", type=Path, default=None, metavar="RESULTS_JSON",
@@ -75,6 +77,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     h.add_argument("--hf-batch-size", type=int, default=HFOptions().batch_size)
     h.add_argument("--hf-attn", default=HFOptions().attn_implementation, help="attention backend for HF generate")
     h.add_argument("--hf-cb-page-size", type=int, default=HFOptions().cb_page_size)
+    lc = p.add_argument_group("llama.cpp peer (needs bash scripts/build_llamacpp.sh and a uniform workload)")
+    lc.add_argument("--llamacpp-bin", type=Path, default=None, metavar="DIR",
+                    help="directory of llama-batched-bench and llama-quantize (default .llamacpp/bin, then PATH)")
+    lc.add_argument("--llamacpp-gguf", type=Path, action="append", default=None, metavar="FILE",
+                    help="GGUF files to run (repeatable; default: the --model GGUF converted to Q8_0 and BF16)")
+    lc.add_argument("--llamacpp-parallel", default="16,32,64", metavar="P,P,...",
+                    help="sequences at a time to try; each file's best counts (default 16,32,64)")
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
@@ -86,11 +95,13 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     engine = EngineOptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                            kv_cache_memory=args.kv_cache_memory, block_size=args.block_size,
                            speculative_base=args.speculative_on)
+    llamacpp = LlamaCppOptions(bin_dir=args.llamacpp_bin, ggufs=tuple(args.llamacpp_gguf or ()),
+                               parallel=tuple(int(x) for x in args.llamacpp_parallel.split(",") if x.strip()))
     standard = (not args.quick and not overrides and model == "smollm2-135m" and args.dtype == "bfloat16"
                 and hf == HFOptions() and engine == EngineOptions())
     return BenchConfig(
         model=model, dtype=args.dtype, device=args.device, threads=args.threads, workload=workload, engine=engine,
-        hf=hf, systems=expand_systems(args.systems), warmup=args.warmup, weights_seed=args.weights_seed,
+        hf=hf, llamacpp=llamacpp, systems=expand_systems(args.systems), warmup=args.warmup, weights_seed=args.weights_seed,
         cache_dir=args.cache_dir, out_dir=args.out, reuse_baselines=args.reuse_baselines,
         system_timeout_s=args.system_timeout,
         preset="quick" if args.quick and not overrides else ("standard" if standard else "custom"),

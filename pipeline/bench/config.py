@@ -65,12 +65,23 @@ class HFOptions(BaseModel):
     )
 
 
+class LlamaCppOptions(BaseModel):
+    """The optional llama.cpp peer (pipeline/bench/llamacpp.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bin_dir: Path | None = Field(None, description="where llama-batched-bench is; None = .llamacpp/bin, then PATH")
+    ggufs: tuple[Path, ...] = Field((), description="GGUF files to run; empty = the --model GGUF as Q8_0 and BF16")
+    parallel: tuple[int, ...] = Field((16, 32, 64), description="sequences at a time to try; the best counts")
+
+
 SYSTEM_ALIASES: dict[str, tuple[str, ...]] = {
     "hf": ("hf_generate_b4", "hf_continuous_batching"),
+    "peers": ("llamacpp",),
     "engine": ("engine_paged", "engine_prefix_cache", "engine_int8", "engine_compiled", "engine_kv_int8",
                "engine_speculative"),
 }
-ALL_SYSTEMS: tuple[str, ...] = SYSTEM_ALIASES["hf"] + SYSTEM_ALIASES["engine"]
+ALL_SYSTEMS: tuple[str, ...] = SYSTEM_ALIASES["hf"] + SYSTEM_ALIASES["peers"] + SYSTEM_ALIASES["engine"]
 
 
 def expand_systems(names: str | list[str]) -> tuple[str, ...]:
@@ -102,6 +113,7 @@ class BenchConfig(BaseModel):
     workload: WorkloadSpec = WorkloadSpec()
     engine: EngineOptions = EngineOptions()
     hf: HFOptions = HFOptions()
+    llamacpp: LlamaCppOptions = LlamaCppOptions()
     systems: tuple[str, ...] = ALL_SYSTEMS
     warmup: bool = True
     weights_seed: int = 0

@@ -74,32 +74,88 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure_gemm_peak(device: str, dtype: torch.dtype = torch.bfloat16, size: int | None = None, reps: int = 8) -> dict[str, Any]:
-    """Best-of-N dense square matmul rate: the MFU denominator, measured here and now rather than from a spec sheet.
+def _square_operands(n: int, device: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    if dtype == torch.int8:
+        return (torch.randint(-127, 128, (n, n), dtype=torch.int8, device=device),
+                torch.randint(-127, 128, (n, n), dtype=torch.int8, device=device))
+    return torch.randn(n, n, device=device).to(dtype), torch.randn(n, n, device=device).to(dtype)
 
-    Where one product takes over a second (bf16 on a CPU without bf16 instructions runs ~100x below float32), the
-    size halves, down to 256, so the measurement stays a few seconds and still reports this machine's rate."""
+
+def _product(dtype: torch.dtype):
+    # int8 x int8 -> int32 is the GEMM the int8 rungs run (torch's oneDNN path; VNNI where the CPU has it).
+    return torch._int_mm if dtype == torch.int8 else torch.mm
+
+
+def measure_gemm_peak(device: str, dtype: torch.dtype = torch.bfloat16, size: int | None = None, reps: int = 8) -> dict[str, Any]:
+    """Best-of-N dense square matmul rate (int8 counts multiply-adds as 2 ops, like FLOPs): the MFU denominator
+    and the floor model's compute rate, measured here and now rather than from a spec sheet.
+
+    Where one product takes over a second (bf16 or int8 on a CPU without their instructions runs far below
+    float32), the size halves, down to 256, so the measurement stays a few seconds and still reports this
+    machine's rate."""
     n = size or (8192 if device.startswith("cuda") else 2048)
+    mm = _product(dtype)
     while True:
-        a = torch.randn(n, n, device=device).to(dtype)
-        b = torch.randn(n, n, device=device).to(dtype)
+        a, b = _square_operands(n, device, dtype)
         t0 = time.perf_counter()
-        torch.mm(a, b)  # warms caches, thread pools and (on GPU) cuBLAS heuristics
+        mm(a, b)  # warms caches, thread pools and (on GPU) cuBLAS heuristics
         _sync(device)
         if size is not None or n <= 256 or time.perf_counter() - t0 < 1.0:
             break
         n //= 2
-    torch.mm(a, b)
+    mm(a, b)
     _sync(device)
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
-        torch.mm(a, b)
+        mm(a, b)
         _sync(device)
         best = min(best, time.perf_counter() - t0)
     flops = 2.0 * n * n * n
     return {"dtype": str(dtype).removeprefix("torch."), "m": n, "n": n, "k": n, "reps": reps, "best_s": best,
             "flops_per_s": flops / best}
+
+
+def measure_int8_peak(device: str, n: int = 2048, reps: int = 8) -> dict[str, Any]:
+    """The faster of torch's int8 GEMM and, on CPU where it builds, the engine's own packed-weight W8A8 linear
+    (kernels/cpu/int8_gemm.cpp, its activation quantization included) on an n x n x n product: the best int8
+    rate this machine offers, so the floor is not set by a slower library than the engine uses."""
+    best = measure_gemm_peak(device, torch.int8, size=n, reps=reps) | {"source": "torch._int_mm"}
+    if not device.startswith("cpu"):
+        return best
+    from kernels.dispatch import get_kernels  # noqa: PLC0415
+
+    linear = get_kernels("cpu").int8_linear
+    if getattr(linear, "pack_weight", None) is None:
+        return best
+    x = torch.randn(n, n).to(torch.bfloat16)
+    w = linear.pack_weight(torch.randint(-127, 128, (n, n), dtype=torch.int8))
+    scale = torch.rand(n, dtype=torch.float32)
+    linear(x, w, scale, None, packed=True)
+    t = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        linear(x, w, scale, None, packed=True)
+        t = min(t, time.perf_counter() - t0)
+    if 2.0 * n**3 / t > best["flops_per_s"]:
+        best = {"dtype": "int8", "m": n, "n": n, "k": n, "reps": reps, "best_s": t, "flops_per_s": 2.0 * n**3 / t,
+                "source": "engine W8A8 linear (kernels/cpu)", "torch_int_mm_flops_per_s": best["flops_per_s"]}
+    return best
+
+
+def measure_read_bandwidth(device: str, nbytes: int = 512 << 20, reps: int = 5) -> dict[str, Any]:
+    """Best-of-N rate of one streaming read (a sum over a buffer far larger than the caches): the rate at which
+    decode can read weights and KV, the floor model's memory term."""
+    x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    x.sum()
+    _sync(device)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        x.sum()
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return {"bytes": x.numel() * 4, "reps": reps, "best_s": best, "bytes_per_s": x.numel() * 4 / best}
 
 
 @dataclass

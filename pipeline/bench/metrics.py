@@ -59,15 +59,21 @@ def linear_flops_per_token(shape: ModelShape) -> float:
     return 2.0 * shape.num_layers * per_layer
 
 
-def request_flops(shape: ModelShape, prompt_tokens: int, output_tokens: int) -> float:
-    """Model FLOPs to serve one request once: every token through the stack with causal attention, logits only where
-    a token is sampled. No recomputation, no padding, no credit for caching: the same work for every system, so MFU
-    compares systems on useful work."""
+def request_flops_split(shape: ModelShape, prompt_tokens: int, output_tokens: int) -> tuple[float, float]:
+    """(GEMM FLOPs, attention FLOPs) to serve one request once: every token through the stack with causal
+    attention, logits only where a token is sampled. GEMMs (projections, MLP, LM head) run on the int8 units in
+    the int8 rungs, attention in the model dtype, so the floor model prices them apart."""
     t = prompt_tokens + max(output_tokens - 1, 0)  # the last sampled token is never fed back
     attn_pairs = t * (t + 1) / 2  # query-key pairs under the causal mask
     attn = shape.num_layers * 4.0 * shape.num_heads * shape.head_dim * attn_pairs  # QK^T and PV
     lm_head = 2.0 * shape.hidden_size * shape.vocab_size * output_tokens
-    return linear_flops_per_token(shape) * t + attn + lm_head
+    return linear_flops_per_token(shape) * t + lm_head, attn
+
+
+def request_flops(shape: ModelShape, prompt_tokens: int, output_tokens: int) -> float:
+    """Model FLOPs to serve one request once. No recomputation, no padding, no credit for caching: the same work
+    for every system, so MFU compares systems on useful work."""
+    return sum(request_flops_split(shape, prompt_tokens, output_tokens))
 
 
 def summarise(

@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.bench.floor import describe as describe_floor
+
 CHART_FILES = ("throughput.png", "latency.png")
 
 
@@ -34,6 +36,10 @@ def _ratio(row: dict[str, Any], base: str, key: str = "output_tokens_per_s") -> 
     return f"{v:.2f}x"
 
 
+def _floor(row: dict[str, Any]) -> str:
+    return "-" if row.get("floor_ratio") is None else f"{row['floor_ratio']:.2f}"
+
+
 def _status_text(row: dict[str, Any]) -> str:
     if row["status"] == "ok":
         return "ok (reused)" if row.get("reused_from") else "ok"
@@ -49,7 +55,7 @@ def render_table(results: dict[str, Any], console: Console) -> None:
                     f"{results['workload']['num_requests']} requests)", show_lines=False)
     for col in ("system", "status", "wall s", "req/s", "out tok/s", "total tok/s", "TTFT p50/p95/p99 ms",
                 "TPOT p50/p95/p99 ms", "e2e p50/p95/p99 ms", "prefix hit", "preempt", "peak mem", "MFU",
-                "x HF b4", "x HF CB"):
+                "x HF b4", "x HF CB", "x llama.cpp", "x floor"):
         t.add_column(col, justify="left" if col in ("system", "status") else "right", overflow="fold")
     for r in results["systems"]:
         ok = r["status"] == "ok"
@@ -61,9 +67,11 @@ def render_table(results: dict[str, Any], console: Console) -> None:
             lat("e2e_ms"), "-" if hit is None else f"{hit:.0%}", _num(r.get("preemptions"), "d"),
             _bytes(r.get("peak_device_bytes") or r.get("peak_rss_bytes")),
             "-" if r.get("mfu") is None else f"{r['mfu']:.1%}",
-            _ratio(r, "hf_generate_b4"), _ratio(r, "hf_continuous_batching"),
+            _ratio(r, "hf_generate_b4"), _ratio(r, "hf_continuous_batching"), _ratio(r, "llamacpp"), _floor(r),
         )
     console.print(t)
+    if results.get("floor"):
+        console.print(describe_floor(results["floor"]))
     for r in results["systems"]:
         if r["status"] != "ok":
             console.print(f"  {r['label']}: {r['status']}: {(r.get('reason') or '').splitlines()[0]}")
@@ -175,8 +183,8 @@ def markdown_summary(results: dict[str, Any]) -> str:
         lines += ["; ".join(parts) + ".", ""]
     lines += [
         "| system | status | wall s | out tok/s | total tok/s | TTFT p50/p99 ms | TPOT p50/p99 ms | e2e p50/p99 ms "
-        "| prefix hit | preempt | peak mem | MFU | x HF b4 | x HF CB |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| prefix hit | preempt | peak mem | MFU | x HF b4 | x HF CB | x llama.cpp | x floor |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in results["systems"]:
         ok = r["status"] == "ok"
@@ -189,9 +197,12 @@ def markdown_summary(results: dict[str, Any]) -> str:
             f"{lat('tpot_ms')} | {lat('e2e_ms')} | {'-' if hit is None else f'{hit:.0%}'} | "
             f"{_num(r.get('preemptions'), 'd')} | {_bytes(r.get('peak_device_bytes') or r.get('peak_rss_bytes'))} | "
             f"{mfu} | "
-            f"{_ratio(r, 'hf_generate_b4')} | {_ratio(r, 'hf_continuous_batching')} |"
+            f"{_ratio(r, 'hf_generate_b4')} | {_ratio(r, 'hf_continuous_batching')} | {_ratio(r, 'llamacpp')} | "
+            f"{_floor(r)} |"
         )
     lines += ["", "MFU: " + results["mfu_definition"] + ".", ""]
+    if results.get("floor"):
+        lines += ["x floor: wall time over the " + describe_floor(results["floor"]) + ".", ""]
     return "\n".join(lines)
 
 

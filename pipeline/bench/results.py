@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.bench.metrics import RequestRecord
 
 Status = Literal["ok", "skipped", "not_available", "error", "timeout"]
-Kind = Literal["baseline", "ladder"]
+Kind = Literal["baseline", "ladder", "peer"]
 
 SCHEMA_VERSION = 1
 
@@ -23,6 +23,7 @@ SYSTEM_LABELS: dict[str, str] = {
     "engine_compiled": "+ compiled/fused kernels",
     "engine_kv_int8": "+ INT8 KV cache",
     "engine_speculative": "+ speculative decoding",
+    "llamacpp": "llama.cpp (llama-batched-bench)",
 }
 BASELINES: tuple[str, ...] = ("hf_generate_b4", "hf_continuous_batching")
 
@@ -74,6 +75,8 @@ class SystemResult(BaseModel):
     # The speculative rung against the best rung without speculation: acceptance, steps saved, throughput ratio
     # and whether its tokens equal those of the rung it builds on (they must, under greedy decoding).
     speculative: dict[str, Any] | None = None
+    # wall time over the floor model's minimum wall time for this workload on this machine (pipeline/bench/floor.py)
+    floor_ratio: float | None = None
     ratios: dict[str, dict[str, float]] = {}
     # Against a baseline stopped by --system-timeout: its throughput was below workload tokens / limit, so these
     # ratios are lower bounds (same keys as `ratios`).
@@ -83,6 +86,8 @@ class SystemResult(BaseModel):
 
 
 def kind_of(name: str) -> Kind:
+    if name.startswith("llamacpp"):
+        return "peer"
     return "baseline" if name in BASELINES else "ladder"
 
 

@@ -17,7 +17,11 @@ from rich.console import Console
 
 from pipeline.bench.config import BenchConfig, BenchJob
 from pipeline.bench.engine_runner import LADDER_BY_NAME
-from pipeline.bench.machine import machine_info, measure_gemm_peak, resolve_device, usable_cores
+from pipeline.bench.floor import describe as describe_floor, workload_floor
+from pipeline.bench.llamacpp import peer_ggufs, run_peer
+from pipeline.bench.machine import (
+    machine_info, measure_gemm_peak, measure_int8_peak, measure_read_bandwidth, resolve_device, usable_cores,
+)
 from pipeline.bench.metrics import agreement, request_flops
 from pipeline.bench.results import BASELINES, SCHEMA_VERSION, SystemResult, empty_row
 from pipeline.bench.shapes import reserved_token_ids, resolve_model
@@ -89,9 +93,13 @@ def _load_reused(path: Path, current: dict[str, Any]) -> tuple[dict[str, SystemR
 
 
 def _ratios(rows: list[SystemResult], workload: Workload) -> None:
-    """Fill each ok row's throughput ratio against each ok baseline, and lower bounds against baselines that were
-    stopped at the time limit (in that time they did less than the whole workload, so their rate was lower)."""
+    """Fill each ok row's throughput ratio against each ok baseline and the best peer (`vs_llamacpp`), and lower
+    bounds against baselines that were stopped at the time limit (in that time they did less than the whole
+    workload, so their rate was lower)."""
     base = {r.name: r for r in rows if r.name in BASELINES and r.status == "ok"}
+    peers = [r for r in rows if r.kind == "peer" and r.status == "ok"]
+    if peers:
+        base["llamacpp"] = max(peers, key=lambda r: r.output_tokens_per_s or 0.0)
     stopped = {r.name: r for r in rows if r.name in BASELINES and r.status == "timeout" and r.wall_s}
     totals = {"output_tokens_per_s": workload.total_output_tokens,
               "total_tokens_per_s": workload.total_output_tokens + workload.total_prompt_tokens,
@@ -101,7 +109,7 @@ def _ratios(rows: list[SystemResult], workload: Workload) -> None:
             continue
         row.ratios = {
             f"vs_{b}": {k: getattr(row, k) / getattr(brow, k) for k in _RATIO_KEYS if getattr(brow, k)}
-            for b, brow in base.items() if b != row.name
+            for b, brow in base.items() if b != row.name and brow.name != row.name and row.kind != "peer"
         }
         row.ratios_at_least = {
             f"vs_{b}": {k: getattr(row, k) / (totals[k] / brow.wall_s) for k in _RATIO_KEYS if getattr(row, k)}
@@ -157,9 +165,40 @@ def _headline(rows: list[SystemResult]) -> dict[str, Any]:
         "output_tokens_per_s": best.output_tokens_per_s,
         "total_tokens_per_s": best.total_tokens_per_s,
         "mfu": best.mfu,
+        "floor_ratio": best.floor_ratio,
         **{f"ratio_{k}": v for k, v in best.ratios.items()},
         **{f"ratio_at_least_{k}": v for k, v in best.ratios_at_least.items()},
     }
+
+
+def _model_gguf(model: str) -> Path | None:
+    from pipeline.models import resolve_model as resolve_real  # noqa: PLC0415
+
+    try:
+        path = resolve_real(model)
+    except FileNotFoundError:
+        return None
+    return path if path.is_file() and path.suffix == ".gguf" else None
+
+
+def _run_llamacpp(cfg: BenchConfig, workload: Workload, threads: int, out_dir: Path,
+                  console: Console) -> list[SystemResult]:
+    """One row per GGUF file (Q8_0 and BF16 of the benchmarked model unless given), each at its best setting."""
+    opts = cfg.llamacpp
+    ggufs = peer_ggufs(_model_gguf(cfg.model), opts.ggufs, out_dir / "llamacpp-gguf", opts.bin_dir)
+    if isinstance(ggufs, str):
+        console.print(f"llamacpp: not available ({ggufs})")
+        return [empty_row("llamacpp", "not_available", ggufs)]
+    rows = []
+    for gguf in ggufs:
+        t0 = time.perf_counter()
+        with console.status(f"running llama.cpp on {gguf.name}"):
+            row = run_peer(gguf, workload, threads, opts.parallel, opts.bin_dir,
+                           out_dir / "logs" / f"llamacpp-{gguf.stem}.log", cfg.system_timeout_s)
+        console.print(f"{row.name}: {row.status} in {time.perf_counter() - t0:.1f}s"
+                      + (f" ({row.output_tokens_per_s:.1f} out tok/s)" if row.status == "ok" else f" ({row.reason})"))
+        rows.append(row)
+    return rows
 
 
 def run_bench(
@@ -214,10 +253,21 @@ def run_bench(
             reused[name] = row.model_copy(update={"mfu": row.achieved_flops_per_s / gemm["flops_per_s"]})
     console.print(f"{gemm['dtype']} GEMM peak: {gemm['flops_per_s'] / 1e9:.0f} GFLOP/s ({gemm['m']}^3, best of {gemm['reps']})")
 
+    with console.status("measuring the int8 GEMM peak and memory bandwidth (floor model)"):
+        int8 = measure_int8_peak(device)
+        bandwidth = measure_read_bandwidth(device)
+    floor = workload_floor(shape, workload, cfg.dtype, int8["flops_per_s"], gemm["flops_per_s"],
+                           bandwidth["bytes_per_s"])
+    results["floor"] = {**floor.to_dict(), "int8_gemm_peak": int8, "read_bandwidth": bandwidth}
+    console.print(describe_floor(results["floor"]))
+
     out_dir = Path(cfg.out_dir)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
     rows: list[SystemResult] = []
     for system in cfg.systems:
+        if system == "llamacpp":
+            rows += _run_llamacpp(cfg, workload, threads, out_dir, console)
+            continue
         if system in reused:
             rows.append(reused[system])
             continue
@@ -245,6 +295,9 @@ def run_bench(
         if ref and row.name != "hf_generate_b4" and row.name in tokens:
             row.agreement_vs_hf_generate_b4 = agreement(ref, tokens[row.name])
     _ratios(rows, workload)
+    for row in rows:
+        if row.status == "ok" and row.wall_s:
+            row.floor_ratio = row.wall_s / floor.wall_s
     _speculative_rows(rows, tokens, cfg.engine.speculative_base)
     results["systems"] = [r.model_dump(mode="json") for r in rows]
     results["headline"] = _headline(rows)
