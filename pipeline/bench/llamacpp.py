@@ -92,8 +92,8 @@ def peer_ggufs(model_gguf: Path | None, explicit: tuple[Path, ...], out_dir: Pat
 def run_peer(gguf: Path, workload: Workload, threads: int, parallel: tuple[int, ...], bin_dir: Path | None,
              log_path: Path, timeout_s: float | None = None) -> SystemResult:
     """One row for one GGUF file: its best parallel setting over the whole workload."""
-    name = f"llamacpp_{gguf.stem.rsplit('.', 1)[-1].lower()}"
-    label = f"llama.cpp {gguf.stem.rsplit('.', 1)[-1]} (llama-batched-bench)"
+    fmt = gguf.stem.rsplit(".", 1)[-1]  # "model.Q8_0" -> "Q8_0"
+    name, label = f"llamacpp_{fmt.lower()}", f"llama.cpp {fmt} (llama-batched-bench)"
     binary = find_tool(BINARY, bin_dir)
     shape = uniform_shape(workload)
     if binary is None:

@@ -74,6 +74,19 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _best_time(fn, device: str, reps: int) -> float:
+    """Fastest of `reps` timed calls after one untimed warm-up (caches, thread pools, cuBLAS heuristics)."""
+    fn()
+    _sync(device)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def _square_operands(n: int, device: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     if dtype == torch.int8:
         return (torch.randint(-127, 128, (n, n), dtype=torch.int8, device=device),
@@ -103,14 +116,7 @@ def measure_gemm_peak(device: str, dtype: torch.dtype = torch.bfloat16, size: in
         if size is not None or n <= 256 or time.perf_counter() - t0 < 1.0:
             break
         n //= 2
-    mm(a, b)
-    _sync(device)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        mm(a, b)
-        _sync(device)
-        best = min(best, time.perf_counter() - t0)
+    best = _best_time(lambda: mm(a, b), device, reps)
     flops = 2.0 * n * n * n
     return {"dtype": str(dtype).removeprefix("torch."), "m": n, "n": n, "k": n, "reps": reps, "best_s": best,
             "flops_per_s": flops / best}
@@ -131,12 +137,7 @@ def measure_int8_peak(device: str, n: int = 2048, reps: int = 8) -> dict[str, An
     x = torch.randn(n, n).to(torch.bfloat16)
     w = linear.pack_weight(torch.randint(-127, 128, (n, n), dtype=torch.int8))
     scale = torch.rand(n, dtype=torch.float32)
-    linear(x, w, scale, None, packed=True)
-    t = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        linear(x, w, scale, None, packed=True)
-        t = min(t, time.perf_counter() - t0)
+    t = _best_time(lambda: linear(x, w, scale, None, packed=True), device, reps)
     if 2.0 * n**3 / t > best["flops_per_s"]:
         best = {"dtype": "int8", "m": n, "n": n, "k": n, "reps": reps, "best_s": t, "flops_per_s": 2.0 * n**3 / t,
                 "source": "engine W8A8 linear (kernels/cpu)", "torch_int_mm_flops_per_s": best["flops_per_s"]}
@@ -147,14 +148,7 @@ def measure_read_bandwidth(device: str, nbytes: int = 512 << 20, reps: int = 5) 
     """Best-of-N rate of one streaming read (a sum over a buffer far larger than the caches): the rate at which
     decode can read weights and KV, the floor model's memory term."""
     x = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
-    x.sum()
-    _sync(device)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        x.sum()
-        _sync(device)
-        best = min(best, time.perf_counter() - t0)
+    best = _best_time(x.sum, device, reps)
     return {"bytes": x.numel() * 4, "reps": reps, "best_s": best, "bytes_per_s": x.numel() * 4 / best}
 
 

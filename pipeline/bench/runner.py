@@ -109,7 +109,7 @@ def _ratios(rows: list[SystemResult], workload: Workload) -> None:
             continue
         row.ratios = {
             f"vs_{b}": {k: getattr(row, k) / getattr(brow, k) for k in _RATIO_KEYS if getattr(brow, k)}
-            for b, brow in base.items() if b != row.name and brow.name != row.name and row.kind != "peer"
+            for b, brow in base.items() if brow.name != row.name and row.kind != "peer"
         }
         row.ratios_at_least = {
             f"vs_{b}": {k: getattr(row, k) / (totals[k] / brow.wall_s) for k in _RATIO_KEYS if getattr(row, k)}
