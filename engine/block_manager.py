@@ -61,10 +61,20 @@ class BlockManager:
         self.stats = BlockStats(total=num_blocks)
         self._inflight: dict[int, int] = {}  # chain hash of a block being prefilled -> count
 
+    # ---- the free lists (one here; a sharded pool keeps one per rank) --------------------------------------
+    def _free_list(self, bid: int) -> OrderedDict[int, None]:
+        """The LRU free list block `bid` returns to."""
+        return self.free
+
+    def _pop_free(self, seq: Sequence, j: int, need: int) -> int:
+        """Take a free block for the j-th of `need` new blocks of `seq` (its logical index is
+        len(seq.block_table)); placement policies use all three. Here: the oldest free block."""
+        return self.free.popitem(last=False)[0]
+
     # ---- capacity -------------------------------------------------------------------------------------------
     @property
     def num_blocks(self) -> int:
-        return len(self.blocks) - 1
+        return self.stats.total
 
     @property
     def num_free(self) -> int:
@@ -72,7 +82,7 @@ class BlockManager:
 
     @property
     def num_used(self) -> int:
-        return self.num_blocks - len(self.free)
+        return self.num_blocks - self.num_free
 
     def blocks_needed(self, num_tokens: int) -> int:
         return -(-num_tokens // self.block_size)
@@ -119,7 +129,7 @@ class BlockManager:
     def _take(self, bid: int) -> None:
         block = self.blocks[bid]
         if block.ref_count == 0:
-            self.free.pop(bid)
+            self._free_list(bid).pop(bid)
         block.ref_count += 1
 
     def record_admission(self, num_tokens: int, num_cached: int) -> None:
@@ -197,17 +207,17 @@ class BlockManager:
 
     # ---- allocation ------------------------------------------------------------------------------------------
     def can_grow(self, seq: Sequence, num_tokens: int, reserve: int = 0) -> bool:
-        return self.blocks_needed(num_tokens) - len(seq.block_table) + reserve <= len(self.free)
+        return self.blocks_needed(num_tokens) - len(seq.block_table) + reserve <= self.num_free
 
     def grow(self, seq: Sequence, num_tokens: int) -> bool:
         """Give `seq` enough blocks to hold `num_tokens` tokens; False (and nothing taken) if the pool is short."""
         need = self.blocks_needed(num_tokens) - len(seq.block_table)
         if need <= 0:
             return True
-        if need > len(self.free):
+        if need > self.num_free:
             return False
-        for _ in range(need):
-            bid, _ = self.free.popitem(last=False)
+        for j in range(need):
+            bid = self._pop_free(seq, j, need)
             block = self.blocks[bid]
             if block.hash is not None:
                 self.cached.pop(block.hash, None)
@@ -249,9 +259,10 @@ class BlockManager:
         block = self.blocks[bid]
         block.ref_count -= 1
         if block.ref_count == 0:
-            self.free[bid] = None
+            free = self._free_list(bid)
+            free[bid] = None
             if block.hash is None:
-                self.free.move_to_end(bid, last=False)  # uncached blocks are reused first
+                free.move_to_end(bid, last=False)  # uncached blocks are reused first
 
     def free_sequence(self, seq: Sequence) -> None:
         """Return a sequence's blocks; the tail goes first into the LRU so shared prefixes outlive it."""

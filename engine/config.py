@@ -31,6 +31,8 @@ class EngineConfig(BaseModel):
     # "auto": compiled kernels where they build (C++ on CPU; Triton on CUDA as they land); "reference": the plain
     # torch implementations only (the benchmark ladder's rung below "+ compiled/fused kernels", and a fallback).
     kernels: Literal["auto", "reference"] = "auto"
+    # Ranks one sequence's KV and attention are split over (engine/distributed); kv_cache_memory is then per rank.
+    context_parallel_size: int = Field(1, ge=1, le=64)
 
     @field_validator("device")
     @classmethod

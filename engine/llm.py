@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Iterator, Sequence as Seq
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,12 @@ from typing import Any
 import torch
 
 from engine.block_manager import BlockManager
+from engine.distributed.block_manager import ShardedBlockManager
 from engine.config import EngineConfig
 from engine.devices import resolve_device, resolve_dtype
 from engine.core import EngineCore
 from engine.cpu_runtime import keep_freed_memory
+from engine.kv_pool import default_kv_budget, kv_bytes_per_token
 from engine.model_runner import ModelRunner
 from engine.models.checkpoint import open_checkpoint
 from engine.models.config import ModelConfig
@@ -27,6 +30,13 @@ from engine.sequence import Sequence
 from engine.speculative import SpeculativeConfig
 from engine.speculative.builder import TargetInfo, build_speculator
 from kernels import get_kernels
+
+def _close_ranks(runner: Any, ranks: Any) -> None:
+    try:
+        runner.close()
+    finally:
+        ranks.close()
+
 
 class LLM:
     """Loads a checkpoint (Hugging Face directory or GGUF file) and serves offline batches with continuous batching
@@ -49,6 +59,7 @@ class LLM:
         kv_cache_dtype: str = "auto",
         adapter: str | os.PathLike[str] | None = None,
         speculative_config: dict[str, Any] | SpeculativeConfig | None = None,
+        context_parallel_size: int = 1,
     ) -> None:
         ckpt = open_checkpoint(model_dir)
         quantization = quantization or ckpt.stored_quantization  # pre-quantized checkpoints say so in config.json
@@ -67,6 +78,7 @@ class LLM:
             quantization=quantization,  # type: ignore[arg-type]
             kernels=kernels,  # type: ignore[arg-type]
             kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
+            context_parallel_size=context_parallel_size,
         )
         self.checkpoint_format = ckpt.format
         self.model_config = cfg = ckpt.config
@@ -84,20 +96,28 @@ class LLM:
         self.kernels = get_kernels(self.device, prefer=self.config.kernels)
         lora = read_lora(self.config.adapter) if self.config.adapter is not None else None
         self.adapter_sha256 = lora.sha256 if lora is not None else None
-        self.model = build_model(ckpt, self.dtype, self.device, self.kernels, self.config.quantization, lora)
-
-        runner = ModelRunner(
-            self.model, dtype=self.dtype, device=self.device, block_size=self.config.block_size,
-            kv_budget=self.config.kv_cache_memory,
-            # Default: room for max_num_seqs full-length sequences, within the device's caps.
-            kv_tokens_wanted=self.config.max_num_seqs * (self.max_model_len + self.config.block_size),
-            quantized_kv=self.config.kv_cache_dtype == "int8", max_model_len=self.max_model_len,
-            decode_reads_padding=self.kernels.decode_reads_padding,
-        )
+        # Default KV: room for max_num_seqs full-length sequences, within the device's caps.
+        kv_tokens_wanted = self.config.max_num_seqs * (self.max_model_len + self.config.block_size)
+        self._ranks = None
+        if self.config.context_parallel_size > 1:
+            runner = self._start_context_parallel(ckpt, kv_tokens_wanted, speculative_config)
+            self.model = runner.model
+            self.kernels = runner.model.k
+            self.block_manager: BlockManager = ShardedBlockManager(
+                self.config.context_parallel_size, runner.pool.num_blocks, self.config.block_size,
+                self.config.enable_prefix_caching)
+        else:
+            self.model = build_model(ckpt, self.dtype, self.device, self.kernels, self.config.quantization, lora)
+            runner = ModelRunner(
+                self.model, dtype=self.dtype, device=self.device, block_size=self.config.block_size,
+                kv_budget=self.config.kv_cache_memory, kv_tokens_wanted=kv_tokens_wanted,
+                quantized_kv=self.config.kv_cache_dtype == "int8", max_model_len=self.max_model_len,
+                decode_reads_padding=self.kernels.decode_reads_padding,
+            )
+            self.block_manager = BlockManager(runner.pool.num_blocks, self.config.block_size,
+                                              self.config.enable_prefix_caching)
         self.kv_caches = runner.kv_caches  # read-only view (tests, tools); the runner owns the pool
-        self.kv_cache_bytes = runner.pool.bytes
-        self.block_manager = BlockManager(runner.pool.num_blocks, self.config.block_size,
-                                          self.config.enable_prefix_caching)
+        self.kv_cache_bytes = runner.pool.bytes  # per rank under context parallelism
         self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
         self._core = EngineCore(self.scheduler, runner, self.tokenizer, self.eos_token_ids, self.max_model_len)
         self._structured = None
@@ -111,6 +131,49 @@ class LLM:
                 max_num_batched_tokens=self.config.max_num_batched_tokens,
                 num_parameters=num_weights(self.model),
             ))
+
+    def _start_context_parallel(self, ckpt: Any, kv_tokens_wanted: int, speculative_config: Any) -> Any:
+        """Start (or attach) the other ranks, build rank 0's model and KV shard, and wait for theirs."""
+        from engine.distributed.worker import RankGroup, RankSpec, build_runner  # noqa: PLC0415
+
+        c, n = self.config, self.config.context_parallel_size
+        if speculative_config is not None:
+            raise ValueError("speculative decoding is not supported with context_parallel_size > 1")
+        if self.model_config.sliding_window is not None:
+            raise ValueError("context parallelism does not support sliding-window attention")
+        quantized_kv = c.kv_cache_dtype == "int8"
+        budget = c.kv_cache_memory
+        if budget is None:  # the ranks of one CPU machine share its memory (the single-process default, split);
+            # GPUs each have their own
+            wanted = kv_tokens_wanted * kv_bytes_per_token(self.model_config, self.dtype, quantized_kv)
+            budget = (default_kv_budget(self.device, wanted) // n if self.device.type == "cpu"
+                      else default_kv_budget(self.device, wanted // n))
+        spec = RankSpec(model_dir=str(c.model_dir), adapter=str(c.adapter) if c.adapter is not None else None,
+                        dtype=str(self.dtype).replace("torch.", ""), device=self.device.type, kernels=c.kernels,
+                        quantization=c.quantization, kv_cache_dtype=c.kv_cache_dtype, block_size=c.block_size,
+                        max_model_len=self.max_model_len, kv_budget=budget, world_size=n,
+                        threads=max(1, torch.get_num_threads() // n) if self.device.type == "cpu" else 0)
+        self._ranks = RankGroup(spec)
+        try:
+            runner = build_runner(spec, self._ranks.comm, ckpt)
+            self._ranks.connect()
+        except BaseException:
+            self._ranks.close()
+            raise
+        self._finalizer = weakref.finalize(self, _close_ranks, runner, self._ranks)
+        return runner
+
+    def close(self) -> None:
+        """Stop the other ranks of a context-parallel engine (also done when the LLM is garbage-collected or the
+        interpreter exits); a no-op otherwise."""
+        if self._ranks is not None:
+            self._finalizer()
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------------------------------------------------
     def config_summary(self) -> dict[str, Any]:
@@ -133,6 +196,7 @@ class LLM:
             "quantization": c.quantization,
             "kv_cache_dtype": c.kv_cache_dtype,
             "kernels": self.kernels.backend,
+            "context_parallel_size": c.context_parallel_size,
             "speculative_config": (self.speculative_config.model_dump(mode="json")
                                    if self.speculative_config is not None else None),
             "cpu_allocator_tuned": self.cpu_allocator_tuned,
@@ -150,6 +214,8 @@ class LLM:
         return {
             "kv_blocks_total": bm.total,
             "kv_blocks_peak_used": bm.peak_used,
+            **({"kv_blocks_peak_used_by_rank": list(self.block_manager.peak_used_by_rank)}
+               if isinstance(self.block_manager, ShardedBlockManager) else {}),
             "kv_blocks_used": self.block_manager.num_used,
             "num_preemptions": self.scheduler.num_preemptions,
             "peak_running_seqs": self.scheduler.peak_running,

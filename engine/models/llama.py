@@ -76,11 +76,25 @@ class LlamaModel(nn.Module):
         logits_indices: torch.Tensor,
     ) -> torch.Tensor:
         """Returns float32 logits only for the rows in `logits_indices` (the tokens that sample)."""
+        x, residual = self.hidden_states(input_ids, cos, sin, kv_caches, meta)
+        return self.logits(x[logits_indices], residual[logits_indices] if residual is not None else None)
+
+    def hidden_states(
+        self,
+        input_ids: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        meta: AttentionMetadata,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The last layer's output and residual stream of every row (before the final norm)."""
         x = self.embed[input_ids]
         residual: torch.Tensor | None = None
         for layer, (kc, vc) in zip(self.layers, kv_caches):
             x, residual = layer(x, residual, cos, sin, kc, vc, meta)
-        x = x[logits_indices]
-        residual = residual[logits_indices] if residual is not None else None
+        return x, residual
+
+    def logits(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
+        """float32 logits of the given rows of `hidden_states`' output."""
         h, _ = self.k.add_rms_norm(x, residual, self.final_norm, self.cfg.rms_norm_eps)
         return self.lm_head(h).float()
