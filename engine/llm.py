@@ -203,6 +203,12 @@ class LLM:
             "seed": c.seed,
         }
 
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens of KV the cache holds: the most one request's prompt and output can take (all ranks together
+        under context parallelism)."""
+        return self.block_manager.num_blocks * self.config.block_size
+
     def reset_prefix_cache(self) -> bool:
         """Drop every cached prefix block, so the next batch is prefilled from scratch (benchmarks that repeat a
         workload need this). Returns False, and drops nothing, while requests hold blocks."""

@@ -105,6 +105,10 @@ class EngineOptions(BaseModel):
     # engine.SpeculativeConfig as a dict (see `speculative_config`); greedy outputs do not depend on it, so it is
     # not part of any row's identity.
     speculative_config: dict[str, Any] | None = None
+    # Ranks for documents whose KV does not fit this engine's cache (pipeline.routing): they run on a second,
+    # context-parallel engine (ring attention) instead of failing. 1: no second engine. Greedy outputs do not
+    # depend on where a request ran, so it is not part of any row's identity.
+    context_parallel_size: int = Field(default=1, ge=1, le=64)
 
 
 class RunConfig(BaseModel):
@@ -170,4 +174,5 @@ class RunConfig(BaseModel):
         return v
 
     def engine_kwargs(self) -> dict[str, Any]:
-        return self.engine.model_dump()
+        """The ordinary engine's arguments (the context-parallel one adds context_parallel_size)."""
+        return self.engine.model_dump(exclude={"context_parallel_size"})

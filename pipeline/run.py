@@ -42,6 +42,7 @@ from pipeline.ingest import IngestResult, ingest
 from pipeline.manifest import Reconciliation, RunManifest
 from pipeline.models import load_llm, model_identity, model_template_sha
 from pipeline.prompts import chat_template_sha
+from pipeline.routing import route_long
 from pipeline.sink import COMMIT, Staging, check_output_dir, drop_stale, output_lock, publish_committed, published_ids, roll_forward
 from pipeline.validate import decoding_schema, validate_completion
 from pipeline.windows import out_of_range
@@ -223,11 +224,14 @@ class _Progress:
 
 
 def _run_key(cfg: RunConfig, model_id: str, version: str, result: IngestResult, todo: list[str],
-             max_model_len: int | None) -> str:
+             max_model_len: int | None, kv_capacity: int | None = None) -> str:
+    """Names a run's staging: a resumed run must plan the same buckets, so everything that shapes them is here
+    (the KV capacity too when it routes requests to the context-parallel engine)."""
     files = sorted(zip(result.files.column("source_file").to_pylist(), result.files.column("sha256").to_pylist()))
+    extra = (kv_capacity,) if kv_capacity is not None else ()
     return stable_id("run", cfg.run_date.isoformat(), model_id, version, schema_version(),
                      cfg.max_tokens_document, cfg.max_tokens_window, cfg.bucket_size, cfg.bucket_tokens,
-                     max_model_len, cfg.force, cfg.limit, cfg.extraction, files, sorted(todo), length=16)
+                     max_model_len, cfg.force, cfg.limit, cfg.extraction, files, sorted(todo), *extra, length=16)
 
 
 def _output_settings(cfg: RunConfig) -> dict[str, str]:
@@ -277,7 +281,9 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
             timings["load_model"] = time.perf_counter() - t
         if llm is not None:
             max_model_len = llm.max_model_len
-        run_key = _run_key(cfg, model_id, version, result, [u.row_id for u in todo + direct], max_model_len)
+        # With --context-parallel, requests that do not fit this engine's KV cache go to a second engine.
+        capacity = llm.kv_capacity_tokens if llm is not None and cfg.engine.context_parallel_size > 1 else None
+        run_key = _run_key(cfg, model_id, version, result, [u.row_id for u in todo + direct], max_model_len, capacity)
         drop_stale(output_dir, keep=run_key)
         staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
         if not staging.is_done("ingest"):
@@ -291,19 +297,33 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
             prepared = stages.prepare(todo, llm.tokenizer, max_model_len,
                                       {"document": cfg.max_tokens_document, "window": cfg.max_tokens_window},
                                       cfg.bucket_size, cfg.bucket_tokens)
+        long_buckets: list[Bucket] = []
+        if capacity is not None:
+            prepared.buckets, long_buckets = route_long(prepared.buckets, capacity, cfg.bucket_size)
         if not staging.is_done("prepare"):
             staging.write_part("prepare", {"errors": error_rows(prepared.errors, run_fields)})
         timings["prepare"] = time.perf_counter() - t
 
         t = time.perf_counter()
         pending = [b for b in prepared.buckets if not staging.is_done(b.bucket_id)]
-        resumed = len(prepared.buckets) - len(pending)
+        pending_long = [b for b in long_buckets if not staging.is_done(b.bucket_id)]
+        resumed = len(prepared.buckets) + len(long_buckets) - len(pending) - len(pending_long)
         tokens = Counter()
-        bar = _Progress(sum(len(b.items) for b in pending), cfg.progress)
+        bar = _Progress(sum(len(b.items) for b in pending + pending_long), cfg.progress)
+        cp_llm = None
         try:
-            for res in stages.infer(llm, pending, run_fields=run_fields, progress=bar):
-                staging.write_part(res.bucket_id, {KIND_DATASET[res.kind]: _rows_table(res), "errors": error_rows(res.errors, run_fields)})
-                tokens.update(prompt=res.prompt_tokens, output=res.output_tokens, cached=res.cached_tokens)
+            runs = [(llm, pending)]
+            if pending_long:
+                t_load = time.perf_counter()
+                cp_llm = stages.load_llm(cfg.model_dir, **cfg.engine_kwargs(),
+                                         context_parallel_size=cfg.engine.context_parallel_size)
+                timings["load_context_parallel_model"] = time.perf_counter() - t_load
+                runs.append((cp_llm, pending_long))
+            for engine, buckets in runs:
+                for res in stages.infer(engine, buckets, run_fields=run_fields, progress=bar):
+                    staging.write_part(res.bucket_id, {KIND_DATASET[res.kind]: _rows_table(res),
+                                                       "errors": error_rows(res.errors, run_fields)})
+                    tokens.update(prompt=res.prompt_tokens, output=res.output_tokens, cached=res.cached_tokens)
         finally:
             bar.close()
         timings["infer"] = time.perf_counter() - t
@@ -311,6 +331,10 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
         t = time.perf_counter()
         manifest = _manifest(cfg, started, run_key, model_id, version, result, units, skipped, tx_table, tx_new, staging,
                              llm, tokens, timings, recovered, resumed)
+        if cp_llm is not None:
+            manifest["engine_config"]["context_parallel"] = cp_llm.config_summary()
+            manifest["engine_stats"]["context_parallel"] = {
+                **cp_llm.stats(), "requests": sum(len(b.items) for b in pending_long)}
         published = stages.write(staging, manifest)
     return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
 
