@@ -206,3 +206,45 @@ def test_unsupported_combinations_fail_clearly(checkpoints):
     with pytest.raises(ValueError, match="speculative decoding is not supported"):
         LLM(checkpoints["llama"], dtype="float32", context_parallel_size=2,
             speculative_config={"method": "ngram", "num_speculative_tokens": 2})
+
+
+def _attached_rank(rank: int, port: int, path: str, prompts: list[list[int]], expected: list[list[int]],
+                   errors: "mp.Queue[str]") -> None:
+    """Ranks started by someone else (as torchrun would): rank 0 builds the LLM, rank 1 serves."""
+    import torch.distributed as dist
+
+    from engine.distributed import serve_rank
+
+    try:
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+        if rank == 0:
+            with LLM(path, dtype="float32", block_size=8, max_num_batched_tokens=64, context_parallel_size=2) as llm:
+                got = [o.token_ids for o in llm.generate(prompts, SamplingParams(max_tokens=8), progress=False)]
+            if got != expected:
+                errors.put(f"tokens differ: {got} != {expected}")
+        else:
+            serve_rank()
+        dist.destroy_process_group()
+    except Exception as exc:
+        errors.put(f"rank {rank}: {type(exc).__name__}: {exc}")
+
+
+def test_llm_attaches_to_ranks_started_elsewhere(checkpoints):
+    prompts = _cp_prompts(5)[:4]
+    single = LLM(checkpoints["llama"], dtype="float32", block_size=8, max_num_batched_tokens=64)
+    expected = [o.token_ids for o in single.generate(prompts, SamplingParams(max_tokens=8), progress=False)]
+    ctx = mp.get_context("spawn")
+    errors = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=_attached_rank, args=(r, port, str(checkpoints["llama"]), prompts, expected, errors))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert not found, found
+    assert all(p.exitcode == 0 for p in procs)

@@ -3,8 +3,8 @@
 `start_ranks` (rank 0, inside `LLM`) starts N - 1 fresh interpreters (`python -m engine.distributed.worker SPEC`,
 no fork of the caller's threads and no re-import of its __main__), which rendezvous with it over TCP on loopback.
 Ranks started by another launcher (torchrun, a cluster manager) attach instead: every rank but 0 calls
-`serve_rank(spec)` after initialising the default process group, and rank 0 builds `LLM(...,
-context_parallel_size=N)`, which then uses that group.
+`serve_rank()` after initialising the default process group, and rank 0 builds `LLM(...,
+context_parallel_size=N)`, which then uses that group and sends them its settings.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class RankGroup:
             self.comm = Comm.attach(spec.world_size, device)
             if self.comm.rank != 0:
                 raise ValueError("LLM(context_parallel_size=N) runs on rank 0; the other ranks call "
-                                 "engine.distributed.serve_rank(spec)")
+                                 "engine.distributed.serve_rank()")
+            self.comm.broadcast_object(spec)  # what serve_rank() builds on the other ranks
             return
         self.comm = Comm(0, spec.world_size, device)
         self.store = dist.TCPStore("127.0.0.1", 0, spec.world_size, is_master=True, timeout=IDLE_TIMEOUT,
@@ -96,6 +97,7 @@ class RankGroup:
         """After rank 0 built its own shard: wait until every started rank has built its model (or report the one
         that failed), then form the process group."""
         if self.store is None:
+            _agree_ready(self.comm, None)
             return
         deadline = time.monotonic() + READY_TIMEOUT
         for rank, proc in enumerate(self.procs, start=1):
@@ -124,10 +126,28 @@ class RankGroup:
         self.comm.close()
 
 
-def serve_rank(spec: RankSpec) -> None:
-    """A rank other than 0 in an already initialised default process group: serve rank 0's steps until it closes."""
-    comm = Comm.attach(spec.world_size, spec.rank_device(dist.get_rank()))
-    serve(build_runner(spec, comm))
+def _agree_ready(comm: Comm, error: str | None) -> None:
+    """Every rank of an attached group says whether it built its shard; all raise if one did not."""
+    errors = [None] * comm.world_size
+    dist.all_gather_object(errors, error, group=comm.control)
+    failed = [f"rank {r}: {e}" for r, e in enumerate(errors) if e is not None]
+    if failed:
+        raise RuntimeError("context-parallel ranks failed to start: " + "; ".join(failed))
+
+
+def serve_rank() -> None:
+    """Ranks 1..N-1 of a process group the caller initialised (torchrun, a cluster launcher): take the engine's
+    settings from rank 0, which builds `LLM(..., context_parallel_size=N)`, and serve its steps until it closes."""
+    comm = Comm.attach(dist.get_world_size(), torch.device("cpu"))
+    spec: RankSpec = comm.broadcast_object()
+    comm.device = spec.rank_device(comm.rank)
+    try:
+        runner = build_runner(spec, comm)
+    except Exception as exc:
+        _agree_ready(comm, f"{type(exc).__name__}: {exc}")
+        raise
+    _agree_ready(comm, None)
+    serve(runner)
 
 
 def _exit_with_parent(parent: int) -> None:
