@@ -9,7 +9,8 @@ makes a killed-and-resumed run produce exactly the rows of an uninterrupted one.
 
 Long-document policy (declared, flagged): a prompt that does not fit `max_model_len - max_tokens`
 has its document text cut from the end until it fits; the output row says `truncated=true`.
-(Very long documents will later go to ring attention instead.)
+A prompt that fits the model but not the engine's KV cache is not cut: with `--context-parallel N` it runs on
+an N-rank engine (pipeline.routing).
 """
 
 from __future__ import annotations

@@ -101,6 +101,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _run_ranks(world: int, target, args) -> None:
+    """Run `target(*args(rank, port, errors))` in `world` spawned processes; fail with what any rank reported."""
+    ctx = mp.get_context("spawn")
+    errors = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=target, args=args(r, port, errors)) for r in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert not found, found
+    assert all(p.exitcode == 0 for p in procs)
+
+
 def _ring_rank(rank: int, world: int, port: int, length: int, cached: int, errors: "mp.Queue[str]") -> None:
     """One rank: build the same sharded pool layout as every other rank, store the K/V it owns, run the ring
     (a prompt chunk after `cached` context tokens) and the replicated decode path, and check its rows."""
@@ -149,19 +166,7 @@ def _ring_rank(rank: int, world: int, port: int, length: int, cached: int, error
 def test_ring_attention_on_gloo_ranks_equals_single_process_attention(world, length, cached):
     """Zigzag ring attention (prompt lengths not divisible by 2N, with and without cached context on the ranks)
     and the replicated decode row, within 1e-5 of one-process attention."""
-    ctx = mp.get_context("spawn")
-    errors = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_ring_rank, args=(r, world, port, length, cached, errors)) for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-    found = []
-    while not errors.empty():
-        found.append(errors.get())
-    assert not found, found
-    assert all(p.exitcode == 0 for p in procs)
+    _run_ranks(world, _ring_rank, lambda r, port, errors: (r, world, port, length, cached, errors))
 
 
 # ---- the engine --------------------------------------------------------------------------------------------------
@@ -234,17 +239,23 @@ def test_llm_attaches_to_ranks_started_elsewhere(checkpoints):
     prompts = _cp_prompts(5)[:4]
     single = LLM(checkpoints["llama"], dtype="float32", block_size=8, max_num_batched_tokens=64)
     expected = [o.token_ids for o in single.generate(prompts, SamplingParams(max_tokens=8), progress=False)]
-    ctx = mp.get_context("spawn")
-    errors = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_attached_rank, args=(r, port, str(checkpoints["llama"]), prompts, expected, errors))
-             for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-    found = []
-    while not errors.empty():
-        found.append(errors.get())
-    assert not found, found
-    assert all(p.exitcode == 0 for p in procs)
+    _run_ranks(2, _attached_rank, lambda r, port, errors: (r, port, str(checkpoints["llama"]), prompts, expected,
+                                                            errors))
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "int8"])
+def test_greedy_tokens_equal_single_process_under_preemption(checkpoints, kv_cache_dtype):
+    """A cache too small for the batch on every rank: sequences are preempted and recomputed, blocks move between
+    ranks' free lists, and the tokens still equal the single-process engine's (with the same total cache)."""
+    prompts = _cp_prompts(11)
+    params = SamplingParams(max_tokens=24, min_tokens=24, ignore_eos=True)
+    row = 2 * 2 * 2 * (16 + 4 if kv_cache_dtype == "int8" else 16 * 4)  # K+V x 2 layers x 2 KV heads x row bytes
+    kwargs = dict(dtype="float32", block_size=8, max_num_batched_tokens=64, kv_cache_dtype=kv_cache_dtype)
+    single = LLM(checkpoints["qwen2"], kv_cache_memory=40 * 8 * row, **kwargs)
+    expected = [o.token_ids for o in single.generate(prompts, params, progress=False)]
+    with LLM(checkpoints["qwen2"], context_parallel_size=2, kv_cache_memory=20 * 8 * row, **kwargs) as llm:
+        got = [o.token_ids for o in llm.generate(prompts, params, progress=False)]
+        stats = llm.stats()
+    assert stats["num_preemptions"] > 0
+    assert stats["kv_blocks_total"] == 40
+    assert got == expected

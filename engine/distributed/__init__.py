@@ -6,6 +6,12 @@ rank 0 broadcasts and each rank's share of it), attention.py (ring and replicate
 process group), runner.py (one rank's step), worker.py (starting, attaching and serving ranks).
 """
 
-from engine.distributed.worker import serve_rank
-
 __all__ = ["serve_rank"]
+
+
+def serve_rank() -> None:
+    """Ranks 1..N-1 of a process group the caller initialised: see engine.distributed.worker.serve_rank. (Imported
+    on call, so `python -m engine.distributed.worker` does not find itself imported already.)"""
+    from engine.distributed.worker import serve_rank as serve  # noqa: PLC0415
+
+    serve()

@@ -14,7 +14,7 @@ import torch
 
 # Query rows and key columns per tile: scores of one tile are [kv_heads, group * Q_TILE, K_TILE] float32.
 Q_TILE = 256
-K_TILE = 4096
+K_TILE = 512
 
 
 def attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
@@ -24,7 +24,8 @@ def attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torc
 
     Returns (out [n, Hq, D] float32, lse [n, Hq] float32). A query that sees no key gets out 0 and lse -inf, the
     neutral element of `merge_lse`. Tiles over queries and keys (online softmax), so memory stays bounded for
-    long sequences."""
+    long sequences; a tile whose keys all lie after its queries is skipped and one whose keys all precede them is
+    not masked, which is what makes causal (and zigzag) layouts cost about half of the full square."""
     n, num_heads, dim = q.shape
     kv_heads = k.shape[0]
     group = num_heads // kv_heads
@@ -40,24 +41,39 @@ def attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torc
         qb = (q[qs:qe].to(torch.float32) * scale).view(b, kv_heads, group, dim).permute(1, 2, 0, 3)
         qb = qb.reshape(kv_heads, group * b, dim)
         qp = q_pos[qs:qe]
-        acc = torch.zeros((kv_heads, group * b, dim), dtype=torch.float32, device=q.device)
+        q_lo, q_hi = int(qp.min()), int(qp.max())
+        acc: torch.Tensor | None = None
         run_lse = torch.full((kv_heads, group * b), float("-inf"), dtype=torch.float32, device=q.device)
         for ks in range(0, kf.shape[1], K_TILE):
             ke = min(kf.shape[1], ks + K_TILE)
             kp = k_pos[ks:ke]
-            visible = kp[None, :] <= qp[:, None]  # [b, keys]
-            if not bool(visible.any()):
-                continue
-            scores = torch.bmm(qb, kf[:, ks:ke].transpose(1, 2)).view(kv_heads, group, b, ke - ks)
-            scores.masked_fill_(~visible[None, None], float("-inf"))
-            scores = scores.view(kv_heads, group * b, ke - ks)
-            tile_lse = torch.logsumexp(scores, dim=-1)  # [Hkv, group * b]
-            probs = torch.exp(scores - _finite(tile_lse)[..., None])
-            tile_out = torch.bmm(probs, vf[:, ks:ke])
-            acc, run_lse = _merge_pair(acc, run_lse, tile_out, tile_lse)
-        out[qs:qe] = acc.view(kv_heads, group, b, dim).permute(2, 0, 1, 3).reshape(b, num_heads, dim)
-        lse[qs:qe] = run_lse.view(kv_heads, group, b).permute(2, 0, 1).reshape(b, num_heads)
+            k_lo, k_hi = int(kp.min()), int(kp.max())
+            if k_lo > q_hi:
+                continue  # every key after every query
+            scores = torch.bmm(qb, kf[:, ks:ke].transpose(1, 2))  # [Hkv, group * b, keys]
+            if k_hi > q_lo:  # some keys after some queries
+                hidden = kp[None, :] > qp[:, None]  # [b, keys]
+                scores.view(kv_heads, group, b, ke - ks).masked_fill_(hidden[None, None], float("-inf"))
+            tile_out, tile_lse = _softmax_times_v(scores, vf[:, ks:ke])
+            if acc is None:
+                acc, run_lse = tile_out, tile_lse
+            else:
+                acc, run_lse = _merge_pair(acc, run_lse, tile_out, tile_lse)
+        if acc is not None:
+            out[qs:qe] = acc.view(kv_heads, group, b, dim).permute(2, 0, 1, 3).reshape(b, num_heads, dim)
+            lse[qs:qe] = run_lse.view(kv_heads, group, b).permute(2, 0, 1).reshape(b, num_heads)
     return out, lse
+
+
+def _softmax_times_v(scores: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(scores) @ v and the rows' LSE, consuming `scores` ([..., keys], -inf where masked). A row with no
+    visible key gives 0 and -inf."""
+    m = scores.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    probs = scores.sub_(m).exp_()
+    total = probs.sum(dim=-1, keepdim=True)
+    out = torch.matmul(probs, v) / torch.where(total == 0, torch.ones_like(total), total)
+    return out, (m + total.log()).squeeze(-1)
 
 
 def attention_lse_rows(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
@@ -74,11 +90,9 @@ def attention_lse_rows(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos:
                 torch.full((rows, num_heads), float("-inf"), dtype=torch.float32, device=q.device))
     qg = (q.to(torch.float32) * scale).view(rows, kv_heads, group, dim).permute(1, 0, 2, 3)  # [Hkv, R, group, D]
     scores = torch.matmul(qg, k.to(torch.float32).transpose(-1, -2))  # [Hkv, R, group, L]
-    visible = k_pos <= q_pos[:, None]  # [R, L]
-    scores.masked_fill_(~visible[None, :, None, :], float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)  # [Hkv, R, group]
-    probs = torch.exp(scores - _finite(lse)[..., None])
-    out = torch.matmul(probs, v.to(torch.float32))  # [Hkv, R, group, D]
+    hidden = k_pos > q_pos[:, None]  # [R, L]
+    scores.masked_fill_(hidden[None, :, None, :], float("-inf"))
+    out, lse = _softmax_times_v(scores, v.to(torch.float32))  # [Hkv, R, group, D], [Hkv, R, group]
     return (out.permute(1, 0, 2, 3).reshape(rows, num_heads, dim),
             lse.permute(1, 0, 2).reshape(rows, num_heads))
 
