@@ -104,3 +104,13 @@ def test_floor_model_arithmetic() -> None:
     assert f.weight_bytes == shape.num_params * 7  # every int8 weight once per step, at least 7 steps
     assert f.compute_s == pytest.approx(f.gemm_flops / 4e11 + f.attention_flops / 2e11)
     assert f.wall_s == max(f.compute_s, f.memory_s)
+
+
+def test_floor_takes_the_faster_gemm_rate_when_int8_is_slower() -> None:
+    """On CPUs without VNNI, torch._int_mm runs below the float GEMM rate; a float rung then does its GEMMs faster
+    than the int8 peak, so a floor that charged every GEMM at the int8 rate was no lower bound (the quick bench
+    smoke found a rung 'below the floor' on such a machine)."""
+    shape = SHAPES["smollm2-135m"]
+    wl = build_workload(UNIFORM, vocab_size=shape.vocab_size)
+    f = workload_floor(shape, wl, "float32", int8_ops_per_s=1e11, dense_flops_per_s=3e11, read_bytes_per_s=3e10)
+    assert f.compute_s == pytest.approx(f.gemm_flops / 3e11 + f.attention_flops / 3e11)
