@@ -22,7 +22,7 @@ def _concurrency(text: str) -> int:
 
 
 def register(sub: Any) -> None:
-    from pipeline.config import add_kv_cache_dtype_arg, add_speculative_args
+    from pipeline.config import add_executor_args, add_kv_cache_dtype_arg, add_speculative_args
 
     p = sub.add_parser("backfill", help="re-run the daily Prefect flow for every date in a range",
                        description="For each date D in [start, end]: INPUT_ROOT/D/ -> the run_date=D partition of "
@@ -39,6 +39,7 @@ def register(sub: Any) -> None:
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
     add_kv_cache_dtype_arg(p)
     add_speculative_args(p)
+    add_executor_args(p)
     p.set_defaults(func=_cmd_backfill)
 
 
@@ -51,10 +52,11 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"pipeline backfill is unavailable: cannot import the Prefect flows ({exc})", file=sys.stderr)
         return 2
-    from pipeline.config import speculative_config
+    from pipeline.config import executor_options, speculative_config
 
     try:
         speculative = speculative_config(args.speculative, args.num_speculative_tokens)
+        executor = executor_options(args)
     except ValueError as exc:
         print(f"pipeline backfill: {exc}", file=sys.stderr)
         return 2
@@ -65,7 +67,8 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
     try:
         results = backfill_flow(input_root=args.input_root, start=args.start, end=args.end, output_dir=args.output,
                                 model_dir=args.model, force=args.force, max_concurrency=args.max_concurrency,
-                                options={"engine": engine} if engine else None)
+                                options={k: v for k, v in {"engine": engine, "executor": executor}.items() if v}
+                                or None)
     except BackfillError as exc:
         print(f"pipeline backfill: {exc} (see the flow runs and the pipeline-backfill artifact)", file=sys.stderr)
         return 1

@@ -19,7 +19,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from rich.console import Console
 
-    from pipeline.config import EngineOptions, RunConfig, default_model_dir, speculative_config
+    from pipeline.config import (EngineOptions, ExecutorOptions, RunConfig, default_model_dir, executor_options,
+                                 speculative_config)
     from pipeline.models import model_parts, resolve_model
     from pipeline.report import run_summary_table
     from pipeline.run import run_pipeline
@@ -44,6 +45,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force, exclude=args.exclude,
             default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
             extraction=args.extraction, limits=_limits(args), bank_profile_dirs=args.bank_profiles,
+            executor=ExecutorOptions(**executor_options(args)),
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
         )
     except (ValidationError, ValueError) as exc:
@@ -96,7 +98,7 @@ def _byte_size(text: str) -> int:
 
 
 def _add_run(sub: Any) -> None:
-    from pipeline.config import add_kv_cache_dtype_arg, add_speculative_args
+    from pipeline.config import add_executor_args, add_kv_cache_dtype_arg, add_speculative_args
 
     p = sub.add_parser("run", help="ingest an input folder, extract with the model, write Parquet",
                        description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")
@@ -126,6 +128,7 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
     add_kv_cache_dtype_arg(p)
     add_speculative_args(p)
+    add_executor_args(p)
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)

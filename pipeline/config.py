@@ -23,6 +23,24 @@ def add_kv_cache_dtype_arg(parser: Any, default: str | None = None) -> None:
                              "and head (EngineOptions.kv_cache_dtype)")
 
 
+def add_executor_args(parser: Any) -> None:
+    """`--executor`, `--address`, `--replicas`, the same for `pipeline run` and `pipeline backfill`."""
+    parser.add_argument("--executor", choices=["local", "ray"], default=None,
+                        help="where inference runs: in this process (local, default) or on Ray engine actors")
+    parser.add_argument("--address", default=None, metavar="auto|ray://HOST:PORT",
+                        help="with --executor ray: an existing Ray cluster (default: start a local one)")
+    parser.add_argument("--replicas", type=int, default=None, metavar="N",
+                        help="with --executor ray: engine actors, each loading the model once (default 1)")
+
+
+def executor_options(args: Any) -> dict[str, Any]:
+    """The ExecutorOptions fields the CLI's --executor/--address/--replicas set (validated by the caller)."""
+    given = {"kind": args.executor, "address": args.address, "replicas": args.replicas}
+    if args.executor != "ray" and (args.address is not None or args.replicas is not None):
+        raise ValueError("--address and --replicas go with --executor ray")
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def add_speculative_args(parser: Any) -> None:
     """`--speculative` and `--num-speculative-tokens`, the same for `pipeline run`, the flows and `eval`."""
     parser.add_argument("--speculative", default=None, metavar="ngram|draft_model:PATH|JSON",
@@ -111,6 +129,21 @@ class EngineOptions(BaseModel):
     context_parallel_size: int = Field(default=1, ge=1, le=64)
 
 
+class ExecutorOptions(BaseModel):
+    """Where inference runs: in this process (default) or on Ray engine actors (pipeline.ray_executor)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = Field(default=None, description="an existing Ray cluster: 'auto' or 'ray://HOST:PORT'; "
+                                "None starts a local one for the run")
+    replicas: int = Field(default=1, ge=1, description="engine actors (one per GPU or node)")
+    cpus_per_replica: float | None = Field(default=None, gt=0, description="None: a local cluster's CPUs split "
+                                           "evenly over the replicas; 1 on an existing cluster")
+    gpus_per_replica: float | None = Field(default=None, ge=0, description="None: 1 when the engine device is cuda")
+    num_cpus: int | None = Field(default=None, ge=1, description="CPUs of a local cluster the run starts")
+
+
 class RunConfig(BaseModel):
     """One run: input, output, model, partition date and policies."""
 
@@ -135,6 +168,7 @@ class RunConfig(BaseModel):
                                     "from its XML; model: every document goes to the model")
     progress: bool = True
     engine: EngineOptions = Field(default_factory=EngineOptions)
+    executor: ExecutorOptions = Field(default_factory=ExecutorOptions)
     limits: IngestLimits = Field(default_factory=IngestLimits, description="per-file bounds of ingestion")
     bank_profile_dirs: list[Path] = Field(default_factory=list, description="folders of bank CSV profiles (*.toml), "
                                           "tried before the shipped ones (pipeline.ingest.profiles)")

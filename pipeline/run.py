@@ -26,7 +26,7 @@ import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -244,7 +244,29 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
     """ingest -> plan -> skip done -> prepare -> infer (staged per bucket) -> commit -> publish.
 
     `llm` may be passed in (an already-loaded engine, or a test double with the same API);
-    otherwise it is loaded with `load_llm` only when there is work to do."""
+    otherwise it is loaded with `load_llm` only when there is work to do (with `cfg.executor.kind == "ray"`: a
+    pool of engine actors, `pipeline.ray_executor`, shut down when the run ends)."""
+    if cfg.executor.kind == "ray" and llm is None:
+        if cfg.engine.context_parallel_size > 1:
+            raise ValueError("--context-parallel is not available with --executor ray yet")
+        from pipeline.ray_executor import ray_stages  # noqa: PLC0415 - Ray is optional
+
+        stages = ray_stages(stages, cfg.executor)
+        pool: list[Any] = []
+        try:
+            return _run(cfg, None, replace(stages, load_llm=lambda *a, **k: _keep(pool, stages.load_llm(*a, **k))))
+        finally:
+            for p in pool:
+                p.shutdown()
+    return _run(cfg, llm, stages)
+
+
+def _keep(into: list[Any], obj: Any) -> Any:
+    into.append(obj)
+    return obj
+
+
+def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
     started = dt.datetime.now(dt.timezone.utc)
     timings: dict[str, float] = {}
     t = time.perf_counter()
