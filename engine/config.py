@@ -28,9 +28,10 @@ class EngineConfig(BaseModel):
     # "auto": K/V in the model dtype; "int8": one int8 row per token and head with its float32 scale (about half the
     # bytes decode attention reads, and twice the tokens per byte of cache; changes outputs slightly).
     kv_cache_dtype: Literal["auto", "int8"] = "auto"
-    # "auto": compiled kernels where they build (C++ on CPU; Triton on CUDA as they land); "reference": the plain
-    # torch implementations only (the benchmark ladder's rung below "+ compiled/fused kernels", and a fallback).
-    kernels: Literal["auto", "reference"] = "auto"
+    # "auto": compiled kernels where they build (C++ on CPU; Triton on CUDA); "reference": the plain torch
+    # implementations only (the benchmark ladder's rung below "+ compiled/fused kernels", and a fallback);
+    # "triton": the Triton kernels on any device (on CPU only under TRITON_INTERPRET=1, for tests).
+    kernels: Literal["auto", "reference", "triton"] = "auto"
     # Ranks one sequence's KV and attention are split over (engine/distributed); kv_cache_memory is then per rank.
     context_parallel_size: int = Field(1, ge=1, le=64)
 

@@ -1,8 +1,8 @@
 """Chooses kernel implementations by device and availability.
 
 Ops resolve to the torch reference implementations, except on CPU where the compiled native kernels build
-(kernels/cpu): decode attention, the int8 linear, and the fused elementwise steps for bfloat16/float16.
-Triton kernels register here when their issue lands.
+(kernels/cpu): decode attention, the int8 linear, and the fused elementwise steps for bfloat16/float16; and on
+CUDA with triton installed, where every op is a Triton kernel (kernels/triton).
 """
 
 from __future__ import annotations
@@ -35,10 +35,13 @@ class Kernels:
 
 
 def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
-    """Return the kernel set for `device`; `prefer="reference"` forces the torch implementations."""
-    if prefer not in ("auto", "reference"):
-        raise ValueError(f"unknown kernel backend preference {prefer!r}; expected 'auto' or 'reference'")
+    """Return the kernel set for `device`; `prefer="reference"` forces the torch implementations, and
+    `prefer="triton"` the Triton kernels on any device (on CPU only under TRITON_INTERPRET=1: tests)."""
+    if prefer not in ("auto", "reference", "triton"):
+        raise ValueError(f"unknown kernel backend preference {prefer!r}; expected 'auto', 'reference' or 'triton'")
     device = torch.device(device)
+    if prefer == "triton" or (prefer == "auto" and device.type == "cuda" and _triton_available()):
+        return _triton_kernels()
     kernels = Kernels(
         rms_norm=norm.rms_norm,
         add_rms_norm=norm.add_rms_norm,
@@ -52,6 +55,26 @@ def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
     if ops is None:
         return replace(kernels, int8_linear=_int8_linear(device, prefer))
     return _with_native_cpu_ops(kernels, ops)
+
+
+def _triton_available() -> bool:
+    from kernels import triton as triton_kernels  # noqa: PLC0415 - triton is optional
+
+    return triton_kernels.available()
+
+
+def _triton_kernels() -> Kernels:
+    """Every op as a Triton kernel (kernels/triton): what CUDA runs when triton is installed. The int8 linear is the
+    W8A8 kernel, whose numbers are the CPU path's (per-token int8 activations, exact int32 sums, both scales in
+    the same order), so a model id gives the same outputs on either device."""
+    if not _triton_available():
+        raise RuntimeError("kernels='triton' needs the triton package")
+    from kernels.triton import attention, elementwise, int8_gemm, kv_cache as triton_kv  # noqa: PLC0415
+
+    return Kernels(rms_norm=elementwise.rms_norm, add_rms_norm=elementwise.add_rms_norm,
+                   silu_and_mul=elementwise.silu_and_mul, apply_rotary=elementwise.apply_rotary,
+                   store_kv=triton_kv.store_kv, paged_attention=attention.paged_attention, backend="triton",
+                   int8_linear=int8_gemm.w8a8_linear, decode_reads_padding=False)
 
 
 def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
@@ -82,14 +105,7 @@ def _native_cpu_ops(device: torch.device, prefer: str) -> ModuleType | None:
 
 
 def _int8_linear(device: torch.device, prefer: str) -> Callable[..., torch.Tensor]:
-    """CUDA + triton: weight-only Triton GEMM (int8 weights dequantized in registers; decode reads half the
-    bytes). Otherwise per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs (with the native CPU
-    kernels built, the whole linear runs in C++ over packed weights, bit-identical: see _with_native_cpu_ops)."""
-    if prefer == "auto" and device.type == "cuda":
-        from kernels import triton as triton_kernels  # noqa: PLC0415 - triton is optional
-
-        if triton_kernels.available():
-            from kernels.triton.int8_gemm import weight_only_linear  # noqa: PLC0415
-
-            return weight_only_linear
+    """Per-token W8A8 through torch._int_mm, which beats bf16 on VNNI CPUs (with the native CPU kernels built,
+    the whole linear runs in C++ over packed weights, bit-identical: see _with_native_cpu_ops; CUDA with triton
+    takes the Triton W8A8 kernel, see _triton_kernels)."""
     return int8_gemm.w8a8_linear
