@@ -2,8 +2,9 @@
 and this run's measured rates. Every rung is reported as a multiple of it, so the bench says how much is left.
 
 Compute: the GEMM FLOPs (projections, MLP, LM head at sampled positions only) at the faster of the int8 and the
-model-dtype GEMM peaks plus the attention FLOPs at the model-dtype peak — the engine's default rung runs exactly
-that split where int8 is the faster (VNNI CPUs). Memory: decode
+dense GEMM peaks plus the attention FLOPs at the dense peak — the engine's default rung runs exactly that split
+where int8 is the faster (VNNI CPUs). The dense peak is the faster of the run's dtype and float32 (the runner
+measures both), since any system may compute in float32. Memory: decode
 must read every weight (one byte each in int8) once per step, and there are at least as many steps as the
 longest output; every generated token reads its context's keys and values once (model dtype). The floor is the
 larger of the two: a lower bound, since the two can overlap but neither can be skipped.

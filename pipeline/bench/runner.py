@@ -256,9 +256,13 @@ def run_bench(
     with console.status("measuring the int8 GEMM peak and memory bandwidth (floor model)"):
         int8 = measure_int8_peak(device)
         bandwidth = measure_read_bandwidth(device)
-    floor = workload_floor(shape, workload, cfg.dtype, int8["flops_per_s"], gemm["flops_per_s"],
-                           bandwidth["bytes_per_s"])
-    results["floor"] = {**floor.to_dict(), "int8_gemm_peak": int8, "read_bandwidth": bandwidth}
+        # Any system may compute in float32; where the run's dtype has no fast path (bf16 on AVX2-only CPUs runs at
+        # ~1 GFLOP/s), float32 is the machine's dense rate and the floor must use it to stay a lower bound.
+        f32 = gemm if cfg.dtype == "float32" else measure_gemm_peak(device, torch.float32)
+    dense = max(gemm["flops_per_s"], f32["flops_per_s"])
+    floor = workload_floor(shape, workload, cfg.dtype, int8["flops_per_s"], dense, bandwidth["bytes_per_s"])
+    results["floor"] = {**floor.to_dict(), "int8_gemm_peak": int8, "read_bandwidth": bandwidth,
+                        "float32_gemm_peak": f32}
     console.print(describe_floor(results["floor"]))
 
     out_dir = Path(cfg.out_dir)
