@@ -100,7 +100,7 @@ class LLM:
         kv_tokens_wanted = self.config.max_num_seqs * (self.max_model_len + self.config.block_size)
         self._ranks = None
         if self.config.context_parallel_size > 1:
-            runner = self._start_context_parallel(ckpt, kv_tokens_wanted, speculative_config)
+            runner = self._start_context_parallel(ckpt, lora, kv_tokens_wanted, speculative_config)
             self.model = runner.model
             self.kernels = runner.model.k
             self.block_manager: BlockManager = ShardedBlockManager(
@@ -132,7 +132,7 @@ class LLM:
                 num_parameters=num_weights(self.model),
             ))
 
-    def _start_context_parallel(self, ckpt: Any, kv_tokens_wanted: int, speculative_config: Any) -> Any:
+    def _start_context_parallel(self, ckpt: Any, lora: Any, kv_tokens_wanted: int, speculative_config: Any) -> Any:
         """Start (or attach) the other ranks, build rank 0's model and KV shard, and wait for theirs."""
         from engine.distributed.worker import RankGroup, RankSpec, build_runner  # noqa: PLC0415
 
@@ -155,7 +155,7 @@ class LLM:
                         threads=max(1, torch.get_num_threads() // n) if self.device.type == "cpu" else 0)
         self._ranks = RankGroup(spec)
         try:
-            runner = build_runner(spec, self._ranks.comm, ckpt)
+            runner = build_runner(spec, self._ranks.comm, ckpt, lora)
             self._ranks.connect()
         except BaseException:
             self._ranks.close()

@@ -29,7 +29,7 @@ from typing import Any
 
 from pipeline.bucketing import Bucket
 from pipeline.config import ExecutorOptions
-from pipeline.run import BucketResult, Stages, infer
+from pipeline.run import BucketResult, Stages, engine_errors, infer
 
 # Buckets queued on one actor beyond the one it runs.
 QUEUE_PER_ACTOR = 1
@@ -204,14 +204,8 @@ def _dead(actor: Any) -> bool:
 
 
 def _lost(bucket: Bucket, why: str) -> BucketResult:
-    from pipeline.errors import ErrorRecord, Stage, Unit  # noqa: PLC0415
-
     res = BucketResult(bucket.bucket_id, bucket.kind)
-    for item in bucket.items:
-        u = item.unit
-        res.errors.append(ErrorRecord(row_id=u.row_id, unit=Unit.DOCUMENT if u.kind == "document" else Unit.WINDOW,
-                                      source_file=u.source_file, stage=Stage.INFER, error_class="EngineError",
-                                      message=f"bucket {bucket.bucket_id}: {why}", n_rows=u.n_rows))
+    res.errors = engine_errors(bucket.items, f"bucket {bucket.bucket_id}: {why}")
     return res
 
 

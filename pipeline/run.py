@@ -135,15 +135,18 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
                 if progress is not None:
                     progress.update(1, len(out.token_ids))
         except Exception as exc:  # an engine failure costs this bucket's unfinished items, not the run
-            for item in pending.values():
-                u = item.unit
-                res.errors.append(ErrorRecord(row_id=u.row_id, unit=Unit.DOCUMENT if u.kind == "document" else Unit.WINDOW,
-                                              source_file=u.source_file, stage=Stage.INFER, error_class="EngineError",
-                                              message=f"{type(exc).__name__}: {exc}", n_rows=u.n_rows))
-                if progress is not None:
-                    progress.update(1, 0)
+            res.errors.extend(engine_errors(list(pending.values()), f"{type(exc).__name__}: {exc}"))
+            if progress is not None:
+                progress.update(len(pending), 0)
         res.seconds = time.perf_counter() - t0
         yield res
+
+
+def engine_errors(items: list[WorkItem], message: str) -> list[ErrorRecord]:
+    """One EngineError row per item the engine could not finish."""
+    return [ErrorRecord(row_id=i.unit.row_id, unit=Unit.DOCUMENT if i.unit.kind == "document" else Unit.WINDOW,
+                        source_file=i.unit.source_file, stage=Stage.INFER, error_class="EngineError", message=message,
+                        n_rows=i.unit.n_rows) for i in items]
 
 
 def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, str], tokenizer: Any = None) -> None:

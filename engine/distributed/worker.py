@@ -27,7 +27,7 @@ from engine.distributed.comm import IDLE_TIMEOUT, Comm
 from engine.distributed.runner import ContextParallelRunner, serve
 from engine.models.checkpoint import Checkpoint, open_checkpoint
 from engine.models.loader import build_model
-from engine.models.lora import read_lora
+from engine.models.lora import LoraAdapter, read_lora
 from kernels import get_kernels
 
 
@@ -52,13 +52,16 @@ class RankSpec:
         return torch.device(f"cuda:{rank}") if self.device == "cuda" else torch.device("cpu")
 
 
-def build_runner(spec: RankSpec, comm: Comm, ckpt: Checkpoint | None = None) -> ContextParallelRunner:
-    """This rank's model (context-parallel attention inside) and KV shard."""
+def build_runner(spec: RankSpec, comm: Comm, ckpt: Checkpoint | None = None,
+                 lora: LoraAdapter | None = None) -> ContextParallelRunner:
+    """This rank's model (context-parallel attention inside) and KV shard; rank 0 passes the checkpoint and
+    adapter it has already read."""
     ckpt = ckpt or open_checkpoint(spec.model_dir)
     device = comm.device
     dtype = DTYPES[spec.dtype]
     kernels = context_parallel_kernels(get_kernels(device, prefer=spec.kernels), comm)
-    lora = read_lora(Path(spec.adapter)) if spec.adapter is not None else None
+    if lora is None and spec.adapter is not None:
+        lora = read_lora(Path(spec.adapter))
     model = build_model(ckpt, dtype, device, kernels, spec.quantization, lora)
     return ContextParallelRunner(model, comm, dtype=dtype, device=device, block_size=spec.block_size,
                                  kv_budget=spec.kv_budget, quantized_kv=spec.kv_cache_dtype == "int8",

@@ -68,8 +68,7 @@ def attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torc
 def _softmax_times_v(scores: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(scores) @ v and the rows' LSE, consuming `scores` ([..., keys], -inf where masked). A row with no
     visible key gives 0 and -inf."""
-    m = scores.amax(dim=-1, keepdim=True)
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    m = _finite(scores.amax(dim=-1, keepdim=True))
     probs = scores.sub_(m).exp_()
     total = probs.sum(dim=-1, keepdim=True)
     out = torch.matmul(probs, v) / torch.where(total == 0, torch.ones_like(total), total)
