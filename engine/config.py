@@ -32,6 +32,9 @@ class EngineConfig(BaseModel):
     # implementations only (the benchmark ladder's rung below "+ compiled/fused kernels", and a fallback);
     # "triton": the Triton kernels on any device (on CPU only under TRITON_INTERPRET=1, for tests).
     kernels: Literal["auto", "reference", "triton"] = "auto"
+    # Decode-only steps replay CUDA graphs (one per batch-size bucket) on CUDA with the Triton kernels; False runs
+    # every step eagerly (vLLM's enforce_eager). No effect on CPU.
+    cuda_graphs: bool = True
     # Ranks one sequence's KV and attention are split over (engine/distributed); kv_cache_memory is then per rank.
     context_parallel_size: int = Field(1, ge=1, le=64)
 

@@ -60,6 +60,7 @@ class LLM:
         adapter: str | os.PathLike[str] | None = None,
         speculative_config: dict[str, Any] | SpeculativeConfig | None = None,
         context_parallel_size: int = 1,
+        cuda_graphs: bool = True,
     ) -> None:
         ckpt = open_checkpoint(model_dir)
         quantization = quantization or ckpt.stored_quantization  # pre-quantized checkpoints say so in config.json
@@ -79,6 +80,7 @@ class LLM:
             kernels=kernels,  # type: ignore[arg-type]
             kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
             context_parallel_size=context_parallel_size,
+            cuda_graphs=cuda_graphs,
         )
         self.checkpoint_format = ckpt.format
         self.model_config = cfg = ckpt.config
@@ -116,6 +118,9 @@ class LLM:
             )
             self.block_manager = BlockManager(runner.pool.num_blocks, self.config.block_size,
                                               self.config.enable_prefix_caching)
+            if self.uses_cuda_graphs:
+                runner.enable_decode_graphs(min(self.config.max_num_seqs, self.config.max_num_batched_tokens),
+                                            capture=True)
         self.kv_caches = runner.kv_caches  # read-only view (tests, tools); the runner owns the pool
         self.kv_cache_bytes = runner.pool.bytes  # per rank under context parallelism
         self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
@@ -175,6 +180,13 @@ class LLM:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def uses_cuda_graphs(self) -> bool:
+        """Graphs need every op capturable (the Triton kernels read no value back to the host) and one process
+        (context parallelism exchanges tensors between ranks each layer)."""
+        return (self.config.cuda_graphs and self.device.type == "cuda" and self.kernels.backend == "triton"
+                and self.config.context_parallel_size == 1)
+
     # ------------------------------------------------------------------------------------------------------------
     def config_summary(self) -> dict[str, Any]:
         c = self.config
@@ -197,6 +209,7 @@ class LLM:
             "kv_cache_dtype": c.kv_cache_dtype,
             "kernels": self.kernels.backend,
             "context_parallel_size": c.context_parallel_size,
+            "cuda_graphs": self.uses_cuda_graphs,
             "speculative_config": (self.speculative_config.model_dump(mode="json")
                                    if self.speculative_config is not None else None),
             "cpu_allocator_tuned": self.cpu_allocator_tuned,
@@ -234,6 +247,7 @@ class LLM:
             "prompt_tokens": cnt.prompt_tokens,
             "output_tokens": cnt.output_tokens,
             "steps": cnt.steps,
+            "graph_steps": self._core.runner.graphs.replays if getattr(self._core.runner, "graphs", None) else 0,
             **(self._core.speculator.counters.as_stats() if self._core.speculator is not None else {}),
         }
 

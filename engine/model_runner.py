@@ -1,6 +1,7 @@
 """Turns a scheduled batch into one packed forward pass: token ids, positions, cache slots, attention layout.
 
-Index tensors are built once per step from Python lists (O(batch + new tokens)) and shared by all layers.
+Index tensors are built once per step from Python lists (O(batch + new tokens)), reach the device in one copy and
+are shared by all layers; decode-only steps may instead replay a CUDA graph (engine/decode_graphs.py).
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.decode_graphs import DecodeGraphs
 from engine.kv_pool import allocate_kv_pool, default_kv_budget, kv_bytes_per_token
 from engine.models.llama import LlamaModel
 from engine.models.rotary import rotary_tables
 from engine.scheduler import ScheduledBatch
 from engine.sequence import Sequence
+from engine.step_upload import upload_int64
 from kernels import AttentionMetadata, DecodeGroup, PrefillSegment
 
 # Decode rows are grouped so padding wastes at most this share of a group's key positions (kernels that read
@@ -38,6 +41,9 @@ class StepInputs:
     # sequence's rows are contiguous, in position order).
     sampling_seqs: list[Sequence]
     sample_counts: list[int]
+    # Set when the step's rows sit in a decode graph's static buffers (the tensors above are then empty): the
+    # bucket to replay.
+    graph_size: int | None = None
 
 
 class ModelRunner:
@@ -68,17 +74,26 @@ class ModelRunner:
         self.window = cfg.sliding_window
         # Kernels.decode_reads_padding: zero fresh blocks and group decode rows by length only when it holds.
         self.decode_reads_padding = decode_reads_padding
+        self.max_model_len = max_model_len
+        self.graphs: DecodeGraphs | None = None
 
     def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
         bs, table = self.block_size, seq.block_table
         return [table[p // bs] * bs + p % bs for p in range(start, end)]
 
+    def enable_decode_graphs(self, max_rows: int, capture: bool) -> None:
+        """Serve decode-only steps of up to `max_rows` rows from static buffers, replayed as CUDA graphs when
+        `capture` (engine/decode_graphs.py); `capture=False` runs that path eagerly (tests on CPU)."""
+        self.graphs = DecodeGraphs(self._forward, device=self.device, max_rows=max_rows,
+                                   max_blocks=-(-self.max_model_len // self.block_size), block_size=self.block_size,
+                                   window=self.window, capture=capture)
+
     def prepare(self, batch: ScheduledBatch) -> StepInputs:
         """Pack a batch: decode rows first (ascending KV length, so groups are contiguous row ranges), then prefill
         segments. A position samples only when the token there is the sequence's last verified token or a draft,
-        i.e. never in the middle of a prompt, however the budget cut the chunk."""
+        i.e. never in the middle of a prompt, however the budget cut the chunk. Index lists are built on the host
+        and reach the device in one copy (or the static buffers of a decode graph)."""
         bs = self.block_size
-        dev = self.device
         rows: list[tuple[int, Sequence, int]] = []  # (position, sequence, token) of every decode row
         prefills: list[tuple[Sequence, int]] = []
         for seq, n in zip(batch.seqs, batch.num_tokens):
@@ -89,38 +104,16 @@ class ModelRunner:
                 prefills.append((seq, n))
         rows.sort(key=lambda r: r[0])
 
-        ids: list[int] = []
-        pos: list[int] = []
-        slots: list[int] = []
+        ids = [tok for _, _, tok in rows]
+        pos = [p for p, _, _ in rows]
+        slots = [seq.block_table[p // bs] * bs + p % bs for p, seq, _ in rows]
         sample_rows: dict[int, list[int]] = {}  # id(seq) -> its sampled rows, in position order
-        meta = AttentionMetadata(slot_mapping=torch.empty(0))
-
-        group_start = 0
-        group_lens: list[int] = []
-        group_tables: list[list[int]] = []
-
-        def close_group(end: int) -> None:
-            if not group_lens:
-                return
-            meta.decode_groups.append(self._decode_group(group_start, end, group_lens, group_tables))
-
-        for row, (p, seq, tok) in enumerate(rows):
-            ids.append(tok)
-            pos.append(p)
-            slots.append(seq.block_table[p // bs] * bs + p % bs)
+        for row, (p, seq, _) in enumerate(rows):
             if p >= seq.num_tokens - 1:
                 sample_rows.setdefault(id(seq), []).append(row)
-            kv_len = p + 1
-            if group_lens and self.decode_reads_padding:
-                padded = kv_len * (len(group_lens) + 1)  # rows ascend: this one is the group's longest
-                waste = 1 - (sum(group_lens) + kv_len) / padded
-                if waste > _MAX_PAD_WASTE or len(group_lens) >= _MAX_GROUP:
-                    close_group(row)
-                    group_start, group_lens, group_tables = row, [], []
-            group_lens.append(kv_len)
-            group_tables.append(seq.block_table)
-        close_group(len(rows))
+        groups = self._group_rows([p + 1 for p in pos])
 
+        segments: list[tuple[Sequence, int, int, int]] = []  # (sequence, first row, start position, length)
         for seq, n in prefills:
             start = seq.num_computed_tokens
             end = start + n
@@ -128,7 +121,7 @@ class ModelRunner:
             ids.extend(seq.query_tokens(start, end))
             pos.extend(range(start, end))
             slots.extend(self._slots(seq, start, end))
-            meta.prefills.append(self._prefill_segment(seq, row0, start, n))
+            segments.append((seq, row0, start, n))
             first = max(start, seq.num_tokens - 1)
             if first < end:
                 sample_rows[id(seq)] = list(range(row0 + first - start, row0 + n))
@@ -143,41 +136,70 @@ class ModelRunner:
                 counts.append(len(seq_rows))
                 logits_rows.extend(seq_rows)
 
-        positions = torch.tensor(pos, dtype=torch.long)
-        meta.slot_mapping = torch.tensor(slots, dtype=torch.long, device=dev)
-        return StepInputs(
-            input_ids=torch.tensor(ids, dtype=torch.long, device=dev),
-            positions=positions.to(dev),
-            meta=meta,
-            logits_indices=torch.tensor(logits_rows, dtype=torch.long, device=dev),
-            sampling_seqs=sampling,
-            sample_counts=counts,
-        )
+        tables = [seq.block_table for _, seq, _ in rows]
+        if self.graphs is not None and not segments and logits_rows == list(range(len(rows))):
+            if self.graphs.bucket(len(rows)) is not None and self.graphs.fits(tables):
+                size = self.graphs.stage_rows(ids, pos, slots, [p + 1 for p in pos], tables)
+                return StepInputs(input_ids=torch.empty(0), positions=torch.empty(0),
+                                  meta=AttentionMetadata(slot_mapping=torch.empty(0)), logits_indices=torch.empty(0),
+                                  sampling_seqs=sampling, sample_counts=counts, graph_size=size)
+        return self._upload(ids, pos, slots, logits_rows, groups, tables, segments, sampling, counts)
 
-    def _decode_group(self, start: int, end: int, lens: list[int], tables: list[list[int]]) -> DecodeGroup:
-        """Rows padded to whole blocks: attention gathers block rows (bs * head_dim contiguous values each), which
-        measured 2-3x faster than gathering token rows. Positions past a row's length are masked (DecodeGroup
-        derives the mask from kv_lens when a backend asks for it); missing blocks point at the zeroed null block 0."""
+    def _group_rows(self, lens: list[int]) -> list[tuple[int, int]]:
+        """Row ranges [start, end) of the decode groups. Kernels that read padded blocks get rows of similar length
+        together (padding wastes at most _MAX_PAD_WASTE of a group's key positions); the others one group."""
+        if not lens:
+            return []
+        if not self.decode_reads_padding:
+            return [(0, len(lens))]
+        groups: list[tuple[int, int]] = []
+        start, total = 0, 0
+        for row, kv_len in enumerate(lens):
+            n = row - start
+            if n:
+                padded = kv_len * (n + 1)  # rows ascend: this one is the group's longest
+                if 1 - (total + kv_len) / padded > _MAX_PAD_WASTE or n >= _MAX_GROUP:
+                    groups.append((start, row))
+                    start, total = row, 0
+            total += kv_len
+        groups.append((start, len(lens)))
+        return groups
+
+    def _upload(self, ids: list[int], pos: list[int], slots: list[int], logits_rows: list[int],
+                groups: list[tuple[int, int]], tables: list[list[int]],
+                segments: list[tuple[Sequence, int, int, int]], sampling: list[Sequence],
+                counts: list[int]) -> StepInputs:
+        """The eager step's tensors, from one host-to-device copy. Decode rows are padded to whole blocks per
+        group: attention gathers block rows (bs * head_dim contiguous values each), which measured 2-3x faster than
+        gathering token rows; missing blocks point at the zeroed null block 0 and are masked by kv_lens."""
         bs = self.block_size
-        longest = max(lens)
-        nblk = -(-longest // bs)
-        padded_tables = [t[:nblk] + [0] * (nblk - len(t[:nblk])) for t in tables]
-        table = torch.tensor(padded_tables, dtype=torch.long)
-        return DecodeGroup(
-            start=start,
-            end=end,
-            block_table=table.to(self.device),
-            block_size=bs,
-            kv_lens=torch.tensor(lens, dtype=torch.long).to(self.device),
-            window=self.window,
-        )
+        lists: list[list[int]] = [ids, pos, slots, logits_rows]
+        widths: list[int] = []
+        for start, end in groups:
+            nblk = -(-(pos[end - 1] + 1) // bs)
+            widths.append(nblk)
+            lists.append([b for t in tables[start:end] for b in (t[:nblk] + [0] * (nblk - len(t[:nblk])))])
+            lists.append([p + 1 for p in pos[start:end]])
+        for seq, _, start, n in segments:
+            if start > 0:
+                lists.append(self._slots(seq, 0, start + n))
+        tensors = iter(upload_int64(self.device, *lists))
+        input_ids, positions, slot_mapping, logits_indices = (next(tensors) for _ in range(4))
+        meta = AttentionMetadata(slot_mapping=slot_mapping)
+        for (start, end), nblk in zip(groups, widths):
+            table, kv_lens = next(tensors).view(end - start, nblk), next(tensors)
+            meta.decode_groups.append(DecodeGroup(start=start, end=end, block_table=table, block_size=bs,
+                                                  kv_lens=kv_lens, window=self.window, max_kv_len=pos[end - 1] + 1,
+                                                  min_kv_len=pos[start] + 1))
+        for seq, row0, start, n in segments:
+            kv_slots = next(tensors) if start > 0 else None
+            meta.prefills.append(self._prefill_segment(row0, start, n, kv_slots))
+        return StepInputs(input_ids=input_ids, positions=positions, meta=meta, logits_indices=logits_indices,
+                          sampling_seqs=sampling, sample_counts=counts)
 
-    def _prefill_segment(self, seq: Sequence, row0: int, start: int, n: int) -> PrefillSegment:
+    def _prefill_segment(self, row0: int, start: int, n: int, kv_slots: torch.Tensor | None) -> PrefillSegment:
         """Plain causal attention (after any cached context) needs no mask; only a sliding window does."""
         end = start + n
-        kv_slots = None
-        if start > 0:
-            kv_slots = torch.tensor(self._slots(seq, 0, end), dtype=torch.long, device=self.device)
         mask = None
         if self.window is not None and end > self.window:
             q_pos = torch.arange(start, end)[:, None]
@@ -196,6 +218,11 @@ class ModelRunner:
                 cache.view(cache.shape[0], -1, self.block_size * cache.shape[2]).index_fill_(1, ids, 0)
 
     def execute(self, inputs: StepInputs) -> torch.Tensor:
-        cos = self.cos[inputs.positions]
-        sin = self.sin[inputs.positions]
-        return self.model(inputs.input_ids, cos, sin, self.kv_caches, inputs.meta, inputs.logits_indices)
+        if inputs.graph_size is not None:
+            assert self.graphs is not None
+            return self.graphs.run(inputs.graph_size, sum(inputs.sample_counts))  # every row samples
+        return self._forward(inputs.input_ids, inputs.positions, inputs.meta, inputs.logits_indices)
+
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
+                 logits_indices: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids, self.cos[positions], self.sin[positions], self.kv_caches, meta, logits_indices)

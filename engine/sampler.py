@@ -10,6 +10,7 @@ Each request samples from its own seeded generator, so its tokens do not depend 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,10 +112,12 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_id
         _apply_constraints(logits, seqs, first_rows, counts, structured, errors)
     # One pass gives the greedy tokens and exposes bad rows: NaN or +inf anywhere makes the max non-finite, and
     # a row whose every token is masked has max -inf.
+    # One device-to-host read per step: the argmaxes and maxima travel together (float64 holds both exactly).
     row_max, best = logits.max(-1)
-    finite = torch.isfinite(row_max).tolist()
-    best_ids = best.tolist()
-    maxima = row_max.tolist()
+    best_and_max = torch.stack((best.to(torch.float64), row_max.to(torch.float64))).tolist()
+    best_ids = [int(b) for b in best_and_max[0]]
+    maxima = best_and_max[1]
+    finite = [math.isfinite(m) for m in maxima]
     tokens: list[list[int]] = []
     for k, (seq, row0, count) in enumerate(zip(seqs, first_rows, counts)):
         rows = range(row0, row0 + count)

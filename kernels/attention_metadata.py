@@ -17,6 +17,11 @@ class DecodeGroup:
     block_size: int
     kv_lens: torch.Tensor  # [G] int64 keys per row, the new token included
     window: int | None = None  # sliding window: keys kept per row
+    # kv_lens' extremes as host ints, known to whoever built the rows: kernels size their grids and masks from
+    # these instead of reading kv_lens back (a device-to-host sync per layer on GPUs; under CUDA graph capture,
+    # max_kv_len is the table's whole width so one graph serves every length).
+    max_kv_len: int | None = None
+    min_kv_len: int | None = None
     _mask: torch.Tensor | None = field(default=None, repr=False, compare=False)
     _mask_built: bool = field(default=False, repr=False, compare=False)
 
@@ -27,9 +32,11 @@ class DecodeGroup:
         if not self._mask_built:
             lens = self.kv_lens[:, None]
             key_pos = torch.arange(self.block_table.shape[1] * self.block_size, device=lens.device)[None, :]
-            if self.window is not None and int(lens.max()) > self.window:
+            longest = self.max_kv_len if self.max_kv_len is not None else int(lens.max())
+            shortest = self.min_kv_len if self.min_kv_len is not None else int(lens.min())
+            if self.window is not None and longest > self.window:
                 self._mask = (key_pos < lens) & (key_pos > lens - 1 - self.window)
-            elif int(lens.min()) != key_pos.shape[1]:
+            elif shortest != key_pos.shape[1]:
                 self._mask = key_pos < lens
             self._mask_built = True
         return self._mask

@@ -4,7 +4,8 @@
 #      cases that Triton's CPU interpreter cannot run are included),
 #   2. engine token parity with Hugging Face in float32 on CUDA (tests/test_engine_parity.py: the engine's
 #      device "auto" is CUDA there, so every op runs on the Triton kernels) and the Triton-kernel engine test,
-#   3. the standard workload (shared GUIDE section 3) against HF generate batch 4, bf16 on CUDA.
+#   3. the standard workload (shared GUIDE section 3) against HF generate batch 4, bf16 on CUDA,
+#   4. decode CUDA graphs: their tests, and the real model with graphs vs eager (scripts/cuda_graph_check.py).
 # Results land in ${OUT:-gpu-check-out}: pytest logs, the bench's results.json/results.md, nvidia-smi.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +19,7 @@ timeout 240 $PY -m pytest -q tests/test_triton_kernels.py tests/test_triton_int8
 timeout 120 $PY -m pytest -q tests/test_engine_parity.py -k "greedy_matches_hf" 2>&1 | tee "$OUT/parity.txt" | tail -3
 timeout 240 $PY -m pipeline.bench --device cuda --dtype bfloat16 --systems hf_generate_b4,engine_prefix_cache,engine_compiled \
   --out "$OUT/bench" 2>&1 | tee "$OUT/bench.txt" | tail -15
+# 4. decode CUDA graphs: the test file natively, then the real model with graphs vs eager (tokens equal, timings)
+timeout 120 $PY -m pytest -q tests/test_decode_graphs.py 2>&1 | tee "$OUT/decode_graphs.txt" | tail -3
+SMOL="$($PY -c 'from pipeline.models import resolve_model; print(resolve_model("smollm2-135m-instruct"))' 2>/dev/null || true)"
+[ -n "$SMOL" ] && timeout 180 $PY scripts/cuda_graph_check.py --model "$SMOL" 2>&1 | tee "$OUT/cuda_graphs.txt" | tail -20

@@ -115,9 +115,11 @@ def _views(k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[torch.Tensor, 
 
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
-                 kv_lens: torch.Tensor, block_size: int, scale: float, window: int | None = None) -> torch.Tensor:
+                 kv_lens: torch.Tensor, block_size: int, scale: float, window: int | None = None,
+                 max_kv_len: int | None = None) -> torch.Tensor:
     """q: [R, Hq, D] one query token per row; block_table: [R, nblk]; kv_lens: [R] keys per row (this token's
-    included). Returns [R, Hq, D] in q's dtype."""
+    included); max_kv_len: an upper bound of kv_lens known on the host (else read back from the device: a sync).
+    Splits past a row's length are empty and weigh nothing in the merge. Returns [R, Hq, D] in q's dtype."""
     rows, num_heads, dim = q.shape
     kv_heads = k_cache.shape[0]
     group = num_heads // kv_heads
@@ -127,7 +129,8 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     scale_k, scale_v, quant, row = _views(k_cache, v_cache)
     if quant and row != dim + SCALE_BYTES:
         raise ValueError(f"int8 KV rows must be head_dim + {SCALE_BYTES} wide")
-    splits = max(1, triton.cdiv(int(kv_lens.max()), SPLIT_KEYS))
+    longest = int(kv_lens.max()) if max_kv_len is None else max_kv_len
+    splits = max(1, triton.cdiv(longest, SPLIT_KEYS))
     part = torch.empty((rows, num_heads, splits, dim), dtype=torch.float32, device=q.device)
     lse = torch.empty((rows, num_heads, splits), dtype=torch.float32, device=q.device)
     table = block_table.to(torch.int64).contiguous()
@@ -205,7 +208,7 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: 
     out = torch.empty_like(q)
     for g in meta.decode_groups:
         out[g.start : g.end] = paged_decode(q[g.start : g.end], k_cache, v_cache, g.block_table, g.kv_lens,
-                                            g.block_size, scale, g.window)
+                                            g.block_size, scale, g.window, g.max_kv_len)
     masked = [p for p in meta.prefills if p.mask is not None]
     for p in meta.prefills:
         if p.mask is not None:
