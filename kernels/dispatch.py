@@ -79,7 +79,7 @@ def _triton_kernels() -> Kernels:
 
 def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
     """The C++ kernels: decode attention (reads keys only up to each row's length), the KV store and the int8
-    linear (its own packed-weight GEMM with AVX512-VNNI, else torch._int_mm between C++ passes) everywhere they
+    linear (its own packed-weight GEMM with AVX512-VNNI or AVX2, else torch._int_mm between C++ passes) everywhere they
     build; the fused elementwise kernels (bfloat16/float16 only, bit-identical to the reference) where AVX-512 is
     present."""
     from kernels.cpu import attention as cpu_attention, elementwise, int8_linear  # noqa: PLC0415

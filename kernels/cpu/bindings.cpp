@@ -29,7 +29,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("causal_softmax_", &causal_softmax_, "In-place softmax under a query block's causal mask (bf16/fp16)");
   m.def("store_kv_", &store_kv_, "Write new keys and values into the paged pool at their slots");
   m.def("has_fused_ops", &has_fused_ops, "Whether the fused elementwise kernels were compiled (AVX-512)");
-  m.def("has_int8_gemm", &has_int8_gemm, "Whether the packed-weight int8 GEMM was compiled (AVX512-VNNI)");
+  m.def("has_int8_gemm", &has_int8_gemm, "Whether the packed-weight int8 GEMM was compiled (AVX512-VNNI or AVX2)");
   m.def("pack_int8_weight", &pack_int8_weight, "int8 [N, K] weight -> the layout int8_linear reads");
   m.def("unpack_int8_weight", &unpack_int8_weight, "The [N, K] int8 weight back from pack_int8_weight's layout");
   m.def("int8_linear", &int8_linear, "W8A8 linear over a packed weight: [M, K] -> [M, N] in x's dtype");

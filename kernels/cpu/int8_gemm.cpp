@@ -215,15 +215,15 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor packed, int64_t n, torc
   return out;
 }
 
-#else  // no AVX512-VNNI: the dispatcher keeps torch._int_mm
+#elif !defined(__AVX2__)  // neither VNNI nor AVX2 (int8_gemm_avx2.cpp): the dispatcher keeps torch._int_mm
 
 bool has_int8_gemm() { return false; }
-torch::Tensor pack_int8_weight(torch::Tensor) { TORCH_CHECK(false, "pack_int8_weight needs AVX512-VNNI"); }
+torch::Tensor pack_int8_weight(torch::Tensor) { TORCH_CHECK(false, "pack_int8_weight needs AVX512-VNNI or AVX2"); }
 torch::Tensor unpack_int8_weight(torch::Tensor, int64_t, int64_t) {
-  TORCH_CHECK(false, "unpack_int8_weight needs AVX512-VNNI");
+  TORCH_CHECK(false, "unpack_int8_weight needs AVX512-VNNI or AVX2");
 }
 torch::Tensor int8_linear(torch::Tensor, torch::Tensor, int64_t, torch::Tensor, c10::optional<torch::Tensor>) {
-  TORCH_CHECK(false, "int8_linear needs AVX512-VNNI");
+  TORCH_CHECK(false, "int8_linear needs AVX512-VNNI or AVX2");
 }
 
 #endif

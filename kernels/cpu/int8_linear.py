@@ -1,12 +1,12 @@
 """The W8A8 linear on CPU through the C++ kernels: bit for bit `kernels.reference.int8_gemm.w8a8_linear`.
 
-Where the CPU has AVX512-VNNI, the whole linear is one call (kernels/cpu/int8_gemm.cpp) over a weight packed once
-at load (`pack_weight`; `Int8Linear` then keeps only the packed form). Against
-`torch._int_mm` (oneDNN) with the C++ quantize/dequantize passes around it, on the smollm2-135m shapes with 2
-threads: 2-3x the rate at 8-16 rows (decode), ~1.3x at 32-64, about equal at 256+ rows, and 1.5-2x on the
-49152-column LM head at any row count. Elsewhere the integer GEMM is `torch._int_mm` with the two elementwise
-ends in C++ (kernels/cpu/int8_rows.cpp): one pass to quantize a block of activations and one to scale the int32
-result straight into the output, instead of about ten eager passes.
+Where the CPU has AVX512-VNNI (kernels/cpu/int8_gemm.cpp) or AVX2 (kernels/cpu/int8_gemm_avx2.cpp), the whole
+linear is one call over a weight packed once at load (`pack_weight`; `Int8Linear` then keeps only the packed form).
+VNNI, against `torch._int_mm` (oneDNN) with the C++ quantize/dequantize passes around it, on the smollm2-135m
+shapes with 2 threads: 2-3x the rate at 8-16 rows (decode), ~1.3x at 32-64, about equal at 256+ rows, and 1.5-2x
+on the 49152-column LM head at any row count. AVX2 (2-core EPYC, no VNNI): 160-200 GOP/s at 64-2048 rows where
+`torch._int_mm` gives ~1.7, and 1.1-5x float32 `F.linear` (most at decode's few rows and on the LM head).
+Elsewhere the integer GEMM is `torch._int_mm` with the two elementwise ends in C++ (kernels/cpu/int8_rows.cpp).
 """
 
 from __future__ import annotations
