@@ -1,7 +1,9 @@
 """Paged attention's prefill paths against a naive float64 softmax attention.
 
-The CPU path splits causal prefills into query blocks that skip the upper triangle; these cases cross block
-edges, continue after cached context that is not block aligned, and use grouped-query heads.
+Three causal paths: the query-block path (blocks that skip the upper triangle), SDPA with a spelled-out mask,
+and the CPU backend's flash path (PyTorch's fused kernel; with cached context, two calls merged by log-sum-exp).
+These cases cross block edges, continue after cached context that is not block aligned, and use grouped-query
+heads.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def _naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, context: int, wind
     return (scores.softmax(-1) @ vv).transpose(0, 1)
 
 
-def _run(context: int, n: int, window: int | None = None, force_sdpa: bool = False,
+def _run(context: int, n: int, window: int | None = None, path: str = "blocked",
          int8_kv: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(context * 1000 + n)
     total = context + n
@@ -53,8 +55,12 @@ def _run(context: int, n: int, window: int | None = None, force_sdpa: bool = Fal
         mask = (k_pos <= q_pos) & (k_pos > q_pos - window)
     seg = PrefillSegment(start=0, length=n, context_len=context, kv_slots=slots if context else None, mask=mask)
     meta = AttentionMetadata(slot_mapping=slots[context:], prefills=[seg])
-    if force_sdpa:
+    if path == "sdpa":
         out = attention._prefill_sdpa(q, k_all[context:], v_all[context:], k_cache, v_cache, seg, D**-0.5, HQ // HKV)
+    elif path == "flash":
+        from kernels.cpu.prefill_attention import flash_prefill
+
+        out = flash_prefill(q, k_all[context:], v_all[context:], k_cache, v_cache, seg, D**-0.5)
     else:
         out = attention.paged_attention(q, k_all[context:], v_all[context:], k_cache, v_cache, meta, D**-0.5)
     if int8_kv:  # every key, cached or of this chunk, is attended as the int8 cache gives it back
@@ -67,21 +73,21 @@ def _run(context: int, n: int, window: int | None = None, force_sdpa: bool = Fal
     [(0, 1), (0, 5), (0, attention.PREFILL_BLOCK), (0, 2 * attention.PREFILL_BLOCK + 7), (37, 1), (37, 300),
      (3 * attention.PREFILL_BLOCK, attention.PREFILL_BLOCK - 1)],
 )
-@pytest.mark.parametrize("force_sdpa", [False, True])
-def test_causal_prefill_matches_naive(context: int, n: int, force_sdpa: bool) -> None:
-    out, ref = _run(context, n, force_sdpa=force_sdpa)
+@pytest.mark.parametrize("path", ["blocked", "sdpa", "flash"])
+def test_causal_prefill_matches_naive(context: int, n: int, path: str) -> None:
+    out, ref = _run(context, n, path=path)
     assert out.shape == ref.shape
     torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize(("context", "n"), [(0, 2 * attention.PREFILL_BLOCK + 7), (37, 300)])
-@pytest.mark.parametrize("force_sdpa", [False, True])
-def test_int8_kv_prefill_attends_over_dequantized_keys(context: int, n: int, force_sdpa: bool) -> None:
+@pytest.mark.parametrize("path", ["blocked", "sdpa", "flash"])
+def test_int8_kv_prefill_attends_over_dequantized_keys(context: int, n: int, path: str) -> None:
     """Whether a key comes from the cache (context) or from this chunk, attention sees its dequantized value, so
     chunking and prefix caching cannot change results."""
-    out, ref = _run(context, n, force_sdpa=force_sdpa, int8_kv=True)
+    out, ref = _run(context, n, path=path, int8_kv=True)
     torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
-    plain, _ = _run(context, n, force_sdpa=force_sdpa)
+    plain, _ = _run(context, n, path=path)
     assert not torch.allclose(out, plain, atol=1e-6)  # the int8 path really ran
 
 

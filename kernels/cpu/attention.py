@@ -1,11 +1,12 @@
-"""Paged attention on CPU with the native decode kernel; prefill runs the torch reference path with the native
-causal softmax (kernels/cpu/elementwise.py) where it was built.
+"""Paged attention on CPU with the native decode kernel; float32 prefill runs PyTorch's fused flash kernel
+(kernels/cpu/prefill_attention.py), bf16/fp16 prefill the query-block path with the native causal softmax
+(kernels/cpu/elementwise.py) where it was built.
 
 Decode rows read their keys and values in place through the block table (kernels/cpu/paged_decode.cpp), which
 removes the per-layer gather of every running sequence's KV into a dense copy. On the standard benchmark's
 decode shapes (64 rows, ~1000 keys, smollm2-135m heads, bf16, 2 threads) one layer took ~16 ms with the
 gather + batched matmuls, 12.4 ms as a torch.compile'd gather-and-reduce (inductor's C++ backend, tried
-first), and ~4 ms in place. Prefill's two matmuls are GEMM-shaped and already run near GEMM speed in torch.
+first), and ~4 ms in place.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 
 from kernels.attention_metadata import AttentionMetadata
 from kernels.cpu.elementwise import make_block_softmax, packed_heads
+from kernels.cpu.prefill_attention import flash_available, flash_prefill
 from kernels.reference.attention import causal_block_softmax, prefill_attention
 from kernels.reference.kv_cache import store_kv as reference_store_kv
 
@@ -24,6 +26,7 @@ def make_paged_attention(ops: ModuleType):
     """Bind the compiled module (from `kernels.cpu.native_ops()`) into a `paged_attention` with the reference
     signature."""
     block_softmax = make_block_softmax(ops) if ops.has_fused_ops() else causal_block_softmax
+    flash = flash_available()
 
     def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                         v_cache: torch.Tensor, meta: AttentionMetadata, scale: float) -> torch.Tensor:
@@ -31,7 +34,8 @@ def make_paged_attention(ops: ModuleType):
         for g in meta.decode_groups:
             ops.paged_decode_attention(q[g.start : g.end].contiguous(), k_cache, v_cache, g.block_table, g.kv_lens,
                                        g.block_size, scale, g.window or 0, out[g.start : g.end])
-        prefill_attention(q, k, v, k_cache, v_cache, meta, scale, out, block_softmax)
+        causal = flash_prefill if flash and q.dtype == torch.float32 else None
+        prefill_attention(q, k, v, k_cache, v_cache, meta, scale, out, block_softmax, causal)
         return out
 
     return paged_attention

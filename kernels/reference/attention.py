@@ -92,24 +92,30 @@ def causal_block_softmax(scores: torch.Tensor, block: int) -> torch.Tensor:
 
 
 BlockSoftmax = Callable[[torch.Tensor, int], torch.Tensor]
+# (q rows of one segment, k, v, k_cache, v_cache, segment, scale) -> [n, Hq, D]: a backend's causal prefill.
+CausalPrefill = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, PrefillSegment, float],
+                         torch.Tensor]
 
 
 def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                       v_cache: torch.Tensor, meta: AttentionMetadata, scale: float, out: torch.Tensor,
-                      block_softmax: BlockSoftmax = causal_block_softmax) -> None:
+                      block_softmax: BlockSoftmax = causal_block_softmax,
+                      causal_prefill: CausalPrefill | None = None) -> None:
     """Writes the rows of `meta.prefills` into `out`; shared by every backend whose decode path differs (and which
-    may bring its own `block_softmax` for the CPU causal path)."""
+    may bring its own `block_softmax` for the CPU query-block path, or its own whole `causal_prefill`)."""
     group = q.shape[1] // k.shape[1]
     for p in meta.prefills:
         end = p.start + p.length
-        if p.mask is None and q.device.type == "cpu":
+        if p.mask is None and causal_prefill is not None:
+            out[p.start : end] = causal_prefill(q[p.start : end], k, v, k_cache, v_cache, p, scale)
+        elif p.mask is None and q.device.type == "cpu":
             out[p.start : end] = _prefill_causal_blocked(q[p.start : end], k, v, k_cache, v_cache, p, scale,
                                                          block_softmax)
         else:
             out[p.start : end] = _prefill_sdpa(q[p.start : end], k, v, k_cache, v_cache, p, scale, group)
 
 
-def _segment_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+def segment_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                 p: PrefillSegment) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values [Hkv, context + length, D] of one prefill segment, as the cache holds them."""
     quantized = kv_cache.is_quantized(k_cache)
@@ -126,7 +132,7 @@ def _prefill_causal_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
                             block_softmax: BlockSoftmax) -> torch.Tensor:
     """q: [n, Hq, D] continuing after p.context_len cached tokens; causal. Returns [n, Hq, D]."""
     n, num_heads, dim = q.shape
-    ks, vs = _segment_kv(k, v, k_cache, v_cache, p)
+    ks, vs = segment_kv(k, v, k_cache, v_cache, p)
     kv_heads = ks.shape[0]
     group = num_heads // kv_heads
     ctx = p.context_len
@@ -145,7 +151,7 @@ def _prefill_causal_blocked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
 
 def _prefill_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   p: PrefillSegment, scale: float, group: int) -> torch.Tensor:
-    ks, vs = _segment_kv(k, v, k_cache, v_cache, p)
+    ks, vs = segment_kv(k, v, k_cache, v_cache, p)
     qs = q.transpose(0, 1).unsqueeze(0)  # [1, Hq, n, D]
     ks = ks.unsqueeze(0)
     vs = vs.unsqueeze(0)
