@@ -3,7 +3,8 @@
 //
 // Work is split over (sequence, KV head) pairs; the query heads that share a KV head are handled together so
 // each key and value row is loaded once for the whole group. Where the compiler targets AVX-512 and the head size
-// is a multiple of 16 (up to 128), an intrinsics path runs; elsewhere plain loops that -O3 vectorises.
+// is a multiple of 16 (up to 128), an intrinsics path runs; with AVX2 + FMA (no AVX-512) and a head size that is a
+// multiple of 8, the 8-lane path of paged_decode_avx2.h; elsewhere plain loops.
 #include "simd.h"
 
 #include <ATen/Parallel.h>
@@ -408,6 +409,13 @@ bool decode_item_avx512_dispatch(int64_t dim, const float* q, const scalar_t* q_
 }
 #endif
 
+#if !defined(FINLLM_AVX512) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define FINLLM_DECODE_AVX2 1
+}  // namespace
+#include "paged_decode_avx2.h"
+namespace {
+#endif
+
 template <typename scalar_t, typename cache_t>
 void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
                    const torch::Tensor& block_tables, const torch::Tensor& kv_lens, int64_t block_size,
@@ -453,6 +461,21 @@ void decode_kernel(const torch::Tensor& q, const torch::Tensor& k_cache, const t
           for (int64_t d = 0; d < dim; ++d) o[d] = static_cast<scalar_t>(out_f[g * dim + d]);
         }
         continue;
+      }
+#endif
+#ifdef FINLLM_DECODE_AVX2
+      if constexpr (finllm_decode_avx2::kLoads<cache_t>) {
+        if (dim % 8 == 0 && group <= 64) {
+          scores.resize(group * n);
+          finllm_decode_avx2::decode_item<cache_t>(qf.data(), kp + head_base * stride, vp + head_base * stride, table,
+                                                   lo, len, block_size, stride, dim, group, scores.data(),
+                                                   out_f.data());
+          for (int64_t g = 0; g < group; ++g) {
+            scalar_t* o = op + (r * num_heads + h * group + g) * dim;
+            for (int64_t d = 0; d < dim; ++d) o[d] = static_cast<scalar_t>(out_f[g * dim + d]);
+          }
+          continue;
+        }
       }
 #endif
       scores.assign(group * n, 0.f);
