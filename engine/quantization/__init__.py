@@ -1,8 +1,8 @@
 """INT8 weights for the decoder projections: quantize on load, or load a pre-quantized checkpoint.
 
 Weights: int8, symmetric, one float32 scale per output channel. The matmul is chosen by `kernels.dispatch`
-(per-token W8A8 on CPU: our packed-weight VNNI kernel where it builds, else `torch._int_mm`; a Triton
-dequantize-in-registers GEMM on CUDA).
+(per-token W8A8 on CPU: our packed-weight AVX512-VNNI or AVX2 kernel where it builds, else `torch._int_mm`; the
+Triton W8A8 GEMM with the same numbers on CUDA).
 """
 
 from engine.quantization.checkpoint import QUANT_METHOD, checkpoint_quantization, quantize_checkpoint

@@ -11,7 +11,7 @@ from engine.models.layers import Linear
 from kernels.reference.int8_gemm import quantize_weight
 
 # (x, int8 weight [N, K], float32 scale [N], bias | None) -> x.dtype; chosen by kernels.dispatch. A matmul whose
-# `pack_weight` attribute is not None (the CPU VNNI kernel) also takes `pack_weight(qweight)` with `packed=True`.
+# `pack_weight` attribute is not None (the CPU VNNI/AVX2 kernels) also takes `pack_weight(qweight)` with `packed=True`.
 Int8Matmul = Callable[..., torch.Tensor]
 
 

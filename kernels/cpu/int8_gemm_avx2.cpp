@@ -15,6 +15,7 @@
 // Packed layout (one int8 tensor): panels of 8 output columns; panel p holds, for each group q of 4 input channels,
 // the 8 x 4 block W[8p + c][4q + r] at byte ((p * kq + q) * 8 + c) * 4 + r (zeros past N and K), so one 32-byte
 // load feeds one vpmaddubsw.
+#include "int8_gemm_api.h"
 #include "int8_quant.h"
 
 #include <ATen/Parallel.h>
@@ -132,9 +133,7 @@ bool has_int8_gemm() { return true; }
 
 // qweight: int8 [N, K] in [-127, 127] -> the packed layout above (one int8 tensor).
 torch::Tensor pack_int8_weight(torch::Tensor qweight) {
-  TORCH_CHECK(qweight.dim() == 2 && qweight.scalar_type() == torch::kInt8 && !qweight.is_cuda(),
-              "qweight must be a 2-D int8 CPU tensor");
-  auto w = qweight.contiguous();
+  auto w = finllm_int8_gemm::contiguous_weight(qweight);
   TORCH_CHECK(w.numel() == 0 || w.min().item<int8_t>() > -128,
               "the AVX2 int8 GEMM needs weights in [-127, 127] (symmetric quantization never gives -128)");
   const Geometry g(w.size(0), w.size(1));
@@ -151,32 +150,18 @@ torch::Tensor pack_int8_weight(torch::Tensor qweight) {
 // The [N, K] int8 weight back from its packed layout.
 torch::Tensor unpack_int8_weight(torch::Tensor packed, int64_t n, int64_t k) {
   const Geometry g(n, k);
-  TORCH_CHECK(packed.scalar_type() == torch::kInt8 && packed.is_contiguous() && packed.numel() == g.total_bytes(),
-              "packed does not hold an [", n, ", ", k, "] weight from pack_int8_weight");
-  auto w = torch::empty({n, k}, packed.options());
-  const int8_t* src = packed.data_ptr<int8_t>();
-  int8_t* dst = w.data_ptr<int8_t>();
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t kk = 0; kk < k; ++kk) dst[r * k + kk] = src[pack_offset(g, r, kk)];
-  return w;
+  return finllm_int8_gemm::unpack(packed, n, k, g.total_bytes(),
+                                  [&](int64_t r, int64_t kk) { return pack_offset(g, r, kk); });
 }
 
 // x: [M, K] float32/bfloat16/float16, contiguous; packed from pack_int8_weight(qweight [N, K]); w_scale: float32
 // [N]; bias: [N] or None. Returns [M, N] in x's dtype.
 torch::Tensor int8_linear(torch::Tensor x, torch::Tensor packed, int64_t n, torch::Tensor w_scale,
                           c10::optional<torch::Tensor> bias) {
-  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && !x.is_cuda(), "x must be a contiguous 2-D CPU tensor");
+  TORCH_CHECK(x.dim() == 2, "x must be a contiguous 2-D CPU tensor");
   const int64_t m = x.size(0), k = x.size(1);
   const Geometry g(n, k);
-  TORCH_CHECK(packed.scalar_type() == torch::kInt8 && packed.is_contiguous() && packed.numel() == g.total_bytes(),
-              "packed does not hold an [", n, ", ", k, "] weight from pack_int8_weight");
-  TORCH_CHECK(w_scale.scalar_type() == torch::kFloat32 && w_scale.is_contiguous() && w_scale.numel() == n,
-              "w_scale: float32 [N]");
-  torch::Tensor bias_f;
-  if (bias.has_value()) {
-    bias_f = bias->to(torch::kFloat32).contiguous();
-    TORCH_CHECK(bias_f.numel() == n, "bias: [N]");
-  }
+  const torch::Tensor bias_f = finllm_int8_gemm::check_linear_args(x, packed, n, w_scale, bias, g.total_bytes());
   auto out = torch::empty({m, n}, x.options());
   // Activations as row tiles (see kTileQuadBytes). Rows past M and channels past K stay 0: their rows are never
   // stored and their weights are 0.
