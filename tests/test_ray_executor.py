@@ -18,7 +18,11 @@ from pipeline.sink import read_dataset  # noqa: E402
 from tests.helpers.pipeline_inputs import write_sample_inputs  # noqa: E402
 
 DATASETS = ("documents", "account_windows", "transactions", "errors")
-VOLATILE = {"latency_ms", "ttft_ms", "tpot_ms"}  # timings: the only columns allowed to differ
+VOLATILE = {"latency_ms", "ttft_ms", "tpot_ms"}  # timings: the only columns allowed to differ freely
+# Field log-probabilities may move in their last digits: each replica's prefix cache and chunk boundaries differ
+# from the in-process engine's, and prefill attention is not chunk-invariant (README, Determinism). Compared to
+# this absolute tolerance; every other column must be equal.
+LOGPROB_ATOL = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +69,26 @@ def in_process(inputs: Path, model: Path, tmp_path_factory: pytest.TempPathFacto
     return rows
 
 
+def _assert_same_rows(got: dict[str, list[dict]], want: dict[str, list[dict]]) -> None:
+    def split(rows: dict[str, list[dict]]) -> tuple[dict, dict]:
+        exact = {ds: [{k: v for k, v in r.items() if k != "field_logprobs"} for r in rs] for ds, rs in rows.items()}
+        lps = {ds: [r.get("field_logprobs") for r in rs] for ds, rs in rows.items()}
+        return exact, lps
+
+    (got_exact, got_lp), (want_exact, want_lp) = split(got), split(want)
+    assert got_exact == want_exact
+    for ds in want_lp:
+        for g, w in zip(got_lp[ds], want_lp[ds]):
+            assert (g is None) == (w is None)
+            if w is not None:
+                assert g.keys() == w.keys()
+                assert all(abs(g[k] - w[k]) <= LOGPROB_ATOL for k in w), (g, w)
+
+
 def test_ray_rows_equal_in_process_rows(cluster, inputs, model, in_process, tmp_path):
     summary = run_pipeline(_cfg(inputs, tmp_path / "out", model, kind="ray", replicas=2))
     assert summary.reconciliation["balanced"]
-    assert _rows(tmp_path / "out") == in_process
+    _assert_same_rows(_rows(tmp_path / "out"), in_process)
     assert summary.manifest["engine_config"]["replicas"] == 2
     assert summary.manifest["engine_stats"]["replicas"] == 2
 
@@ -91,7 +111,7 @@ def test_a_worker_killed_mid_run_still_yields_exactly_the_same_rows(cluster, inp
     assert killed
     assert summary.manifest["engine_stats"]["actors_replaced"] >= 1
     assert summary.reconciliation["balanced"]
-    assert _rows(tmp_path / "out") == in_process
+    _assert_same_rows(_rows(tmp_path / "out"), in_process)
 
 
 def test_executor_options_are_checked(tmp_path, model):
