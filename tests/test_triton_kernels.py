@@ -170,6 +170,35 @@ def test_paged_prefill_after_cached_context(ctx, n, group, quantized):
     torch.testing.assert_close(out.double(), want, atol=F32_TOL, rtol=0)
 
 
+@pytest.mark.parametrize("quantized", [False, True])
+def test_varlen_prefill_runs_every_segment_of_a_step_in_one_launch(quantized):
+    """Segments of different lengths and contexts (none, block-aligned, mid-block) packed after two rows that are
+    not prefill (decode rows' places: left as they were), in one launch; each segment equals its own naive
+    attention, and rows outside segments are untouched."""
+    hkv, group, dim, bs = 2, 2, 16, 8
+    specs = [(0, 19), (16, 5), (13, 33), (7, 1)]  # (context, length)
+    blocks = sum(-(-(c + n) // bs) for c, n in specs) + 2
+    k_cache, v_cache = _pool(hkv, dim, blocks, bs, quantized, seed=5)
+    ids = (torch.randperm(blocks - 1, generator=torch.Generator().manual_seed(3)) + 1).tolist()
+    q = _rand(2 + sum(n for _, n in specs), hkv * group, dim, seed=12)
+    out = torch.full_like(q, 7.0)
+    segments, wants, row0, used = [], [], 2, 0
+    for ctx, n in specs:
+        nblk = -(-(ctx + n) // bs)
+        own = torch.tensor(ids[used : used + nblk])
+        used += nblk
+        pos = torch.arange(ctx + n)
+        slots = (own[pos // bs] * bs + pos % bs).to(DEVICE)
+        segments.append((row0, n, ctx, slots))
+        wants.append((row0, n, _naive(q[row0 : row0 + n], k_cache, v_cache, slots, torch.arange(ctx, ctx + n), pos,
+                                      0.3)))
+        row0 += n
+    assert ta.varlen_prefill(q, k_cache, v_cache, segments, 0.3, out) is out
+    for r0, n, want in wants:
+        torch.testing.assert_close(out[r0 : r0 + n].double(), want, atol=F32_TOL, rtol=0)
+    assert torch.all(out[:2] == 7.0)
+
+
 # ---- dispatch and the engine end to end --------------------------------------------------------------------------
 def test_cuda_dispatches_every_op_to_the_triton_kernels_and_cpu_is_unchanged():
     from kernels import get_kernels

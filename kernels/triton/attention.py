@@ -7,9 +7,10 @@ tiles through the block table, keeps an online softmax in float32, and writes it
 log-sum-exp; a second kernel merges the splits by LSE. Long contexts therefore spread over many programs
 instead of one per row. Keys past the row's length are never read (no padding, no zeroed blocks needed).
 
-Prefill (`paged_prefill`): one program per (query tile, query head) of a segment that continues after cached
-context; keys are read by slot (the step's own keys are already stored), only up to the tile's last position,
-with the causal mask on the diagonal tiles. Int8 KV rows are dequantized on load (values x the row's float32
+Prefill (`varlen_prefill`): every causal segment of a step in one launch (varlen: a table maps each query tile
+to its segment's first row, length, cached context and key slots); one program per (query tile, query head);
+keys are read by slot (the step's own keys are already stored), only up to the tile's last position, with the
+causal mask on the diagonal tiles. `paged_prefill` is the one-segment case. Int8 KV rows are dequantized on load (values x the row's float32
 scale, rounded to the model dtype, as the reference does).
 
 References: kernels/reference/attention.py (same results within float rounding; scores and softmax in float32).
@@ -145,18 +146,26 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
 
 
 @triton.jit
-def _prefill_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, vs_ptr, slots_ptr, out_ptr, n, ctx, num_heads, kv_heads,
-                    slots_per_head, D, ROW, scale, GROUP: tl.constexpr, DPAD: tl.constexpr, BM: tl.constexpr,
-                    BN: tl.constexpr, QUANT: tl.constexpr):
-    qb = tl.program_id(0)
+def _prefill_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, vs_ptr, slots_ptr, out_ptr, tile_seg_ptr, tile_idx_ptr, seg_ptr,
+                    num_heads, kv_heads, slots_per_head, D, ROW, scale, GROUP: tl.constexpr, DPAD: tl.constexpr,
+                    BM: tl.constexpr, BN: tl.constexpr, QUANT: tl.constexpr):
+    # Program (tile, query head); tile -> its segment and its index inside it. A segment is 4 int64: first row
+    # in the packed q/out, length, cached context, offset of its key slots in slots_ptr.
+    t = tl.program_id(0)
     hq = tl.program_id(1)
+    seg = tl.load(tile_seg_ptr + t)
+    qb = tl.load(tile_idx_ptr + t)
+    row0 = tl.load(seg_ptr + 4 * seg)
+    n = tl.load(seg_ptr + 4 * seg + 1)
+    ctx = tl.load(seg_ptr + 4 * seg + 2)
+    slot0 = tl.load(seg_ptr + 4 * seg + 3)
     h = hq // GROUP
     i = qb * BM + tl.arange(0, BM)
     imask = i < n
     d = tl.arange(0, DPAD)
     dmask = d < D
-    q = tl.load(q_ptr + (i[:, None] * num_heads + hq) * D + d[None, :], mask=imask[:, None] & dmask[None, :],
-                other=0.0).to(tl.float32) * scale
+    q = tl.load(q_ptr + ((row0 + i)[:, None] * num_heads + hq) * D + d[None, :],
+                mask=imask[:, None] & dmask[None, :], other=0.0).to(tl.float32) * scale
     q_pos = ctx + i
     m_i = tl.full((BM,), float("-inf"), tl.float32)
     l_i = tl.zeros((BM,), tl.float32)
@@ -165,7 +174,7 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, vs_ptr, slots_ptr, out_ptr, n, 
     for start in range(0, end, BN):
         pos = start + tl.arange(0, BN)
         kmask = pos < end
-        slot = tl.load(slots_ptr + pos, mask=kmask, other=0)
+        slot = tl.load(slots_ptr + slot0 + pos, mask=kmask, other=0)
         k = _load_keys(k_ptr, ks_ptr, slot, kmask, h, slots_per_head, D, ROW, d, dmask, QUANT)
         v = _load_keys(v_ptr, vs_ptr, slot, kmask, h, slots_per_head, D, ROW, d, dmask, QUANT)
         s = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # [BM, BN]
@@ -179,26 +188,56 @@ def _prefill_kernel(q_ptr, k_ptr, v_ptr, ks_ptr, vs_ptr, slots_ptr, out_ptr, n, 
         acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         m_i = m_new
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    tl.store(out_ptr + (i[:, None] * num_heads + hq) * D + d[None, :], out.to(out_ptr.dtype.element_ty),
+    tl.store(out_ptr + ((row0 + i)[:, None] * num_heads + hq) * D + d[None, :], out.to(out_ptr.dtype.element_ty),
              mask=imask[:, None] & dmask[None, :])
+
+
+_PREFILL_BM = 16
+
+
+def varlen_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                   segments: list[tuple[int, int, int, torch.Tensor]], scale: float,
+                   out: torch.Tensor | None = None) -> torch.Tensor:
+    """Every causal prefill segment of a step in one launch. q: [T, Hq, D] packed rows; segments: (first row,
+    length, cached context, key slots [context + length]) each, lengths and contexts known on the host. Writes the
+    segments' rows of `out` (allocated like q when None) and returns it."""
+    qc = q.contiguous()
+    work = out if out is not None and out.is_contiguous() else torch.empty_like(qc)
+    segments = [sg for sg in segments if sg[1] > 0]
+    if not segments:
+        return work if out is None else out
+    num_heads, dim = q.shape[1], q.shape[2]
+    kv_heads = k_cache.shape[0]
+    scale_k, scale_v, quant, row = _views(k_cache, v_cache)
+    meta: list[int] = []
+    tile_seg: list[int] = []
+    tile_idx: list[int] = []
+    offset = 0
+    for k, (row0, n, ctx, slots) in enumerate(segments):
+        meta += [row0, n, ctx, offset]
+        offset += slots.shape[0]
+        tiles = triton.cdiv(n, _PREFILL_BM)
+        tile_seg += [k] * tiles
+        tile_idx += list(range(tiles))
+    slots_all = torch.cat([sg[3].to(torch.int64) for sg in segments]).contiguous()
+    index = torch.tensor(meta + tile_seg + tile_idx, dtype=torch.int64).to(q.device, non_blocking=True)
+    seg_meta, seg_of_tile, idx_of_tile = index.split([len(meta), len(tile_seg), len(tile_idx)])
+    _prefill_kernel[(len(tile_seg), num_heads)](
+        qc, k_cache, v_cache, scale_k, scale_v, slots_all, work, seg_of_tile, idx_of_tile, seg_meta,
+        num_heads, kv_heads, k_cache.shape[1], dim, row, scale, GROUP=num_heads // kv_heads,
+        DPAD=triton.next_power_of_2(dim), BM=_PREFILL_BM, BN=16, QUANT=quant)
+    if out is None or work is out:
+        return work
+    for row0, n, _, _ in segments:
+        out[row0 : row0 + n] = work[row0 : row0 + n]
+    return out
 
 
 def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor, ctx: int,
                   scale: float) -> torch.Tensor:
     """q: [n, Hq, D] at positions ctx .. ctx + n - 1 of one sequence; slots: [ctx + n] cache slots of its keys
     (this chunk's included, already stored). Causal. Returns [n, Hq, D] in q's dtype."""
-    n, num_heads, dim = q.shape
-    kv_heads = k_cache.shape[0]
-    out = torch.empty_like(q)
-    if n == 0:
-        return out
-    scale_k, scale_v, quant, row = _views(k_cache, v_cache)
-    bm = 16
-    _prefill_kernel[(triton.cdiv(n, bm), num_heads)](
-        q.contiguous(), k_cache, v_cache, scale_k, scale_v, slots.to(torch.int64).contiguous(), out, n, ctx,
-        num_heads, kv_heads, k_cache.shape[1], dim, row, scale, GROUP=num_heads // kv_heads,
-        DPAD=triton.next_power_of_2(dim), BM=bm, BN=16, QUANT=quant)
-    return out
+    return varlen_prefill(q, k_cache, v_cache, [(0, q.shape[0], ctx, slots)], scale)
 
 
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -210,12 +249,10 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: 
         out[g.start : g.end] = paged_decode(q[g.start : g.end], k_cache, v_cache, g.block_table, g.kv_lens,
                                             g.block_size, scale, g.window, g.max_kv_len)
     masked = [p for p in meta.prefills if p.mask is not None]
-    for p in meta.prefills:
-        if p.mask is not None:
-            continue
-        end = p.start + p.length
-        slots = p.kv_slots if p.kv_slots is not None else meta.slot_mapping[p.start : end]
-        out[p.start : end] = paged_prefill(q[p.start : end], k_cache, v_cache, slots, p.context_len, scale)
+    causal = [(p.start, p.length, p.context_len,
+               p.kv_slots if p.kv_slots is not None else meta.slot_mapping[p.start : p.start + p.length])
+              for p in meta.prefills if p.mask is None]
+    varlen_prefill(q, k_cache, v_cache, causal, scale, out)
     if masked:
         reference_prefill(q, k, v, k_cache, v_cache, AttentionMetadata(meta.slot_mapping, prefills=masked), scale,
                           out)
