@@ -98,15 +98,34 @@ def test_a_worker_killed_mid_run_still_yields_exactly_the_same_rows(cluster, inp
     original = ray_executor.ray_infer
     killed: list[int] = []
 
-    def kill_after_first(pool, buckets, **kwargs):
-        results = original(pool, buckets, **kwargs)
-        yield next(results)
-        pid = pool.actor_pids()[0]  # busy with its next bucket, one more queued
-        os.kill(pid, signal.SIGKILL)
-        killed.append(pid)
-        yield from results
+    class KillOnSecondSubmit:
+        """Actor 0's handle, which SIGKILLs the actor's process right after its second bucket is submitted: the
+        actor is then still on its first bucket (tasks run one at a time), so both are in flight when it dies.
+        (Killing it after the first result raced with fast buckets: an actor that had finished its work died
+        without losing any, and nothing was replaced.)"""
 
-    monkeypatch.setattr(ray_executor, "ray_infer", kill_after_first)
+        def __init__(self, pool) -> None:
+            self._pool, self._handle, self._pid, self._calls = pool, pool.actors[0], pool.actor_pids()[0], 0
+            self.run = self
+
+        def remote(self, *args, **kwargs):
+            ref = self._handle.run.remote(*args, **kwargs)
+            self._calls += 1
+            if self._calls == 2:
+                os.kill(self._pid, signal.SIGKILL)
+                killed.append(self._pid)
+                self._pool.actors[0] = self._handle  # the pool's own handle again, for the replacement
+            return ref
+
+        def __getattr__(self, name):
+            return getattr(self._handle, name)
+
+    def kill_mid_run(pool, buckets, **kwargs):
+        assert len(buckets) >= 4  # two per actor in flight from the start
+        pool.actors[0] = KillOnSecondSubmit(pool)
+        yield from original(pool, buckets, **kwargs)
+
+    monkeypatch.setattr(ray_executor, "ray_infer", kill_mid_run)
     summary = run_pipeline(_cfg(inputs, tmp_path / "out", model, kind="ray", replicas=2))
     assert killed
     assert summary.manifest["engine_stats"]["actors_replaced"] >= 1
