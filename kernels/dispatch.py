@@ -80,14 +80,14 @@ def _triton_kernels() -> Kernels:
 def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
     """The C++ kernels: decode attention (reads keys only up to each row's length), the KV store and the int8
     linear (its own packed-weight GEMM with AVX512-VNNI or AVX2, else torch._int_mm between C++ passes) everywhere they
-    build; the fused elementwise kernels (bfloat16/float16 only, bit-identical to the reference) where AVX-512 is
-    present."""
+    build; the fused elementwise kernels (bit-identical to the reference) for the activation dtypes the build covers
+    (bfloat16/float16 with AVX-512, float32 on AVX2 without it)."""
     from kernels.cpu import attention as cpu_attention, elementwise, int8_linear  # noqa: PLC0415
 
     kernels = replace(kernels, paged_attention=cpu_attention.make_paged_attention(ops),
                       store_kv=cpu_attention.make_store_kv(ops), decode_reads_padding=False,
                       int8_linear=int8_linear.make_w8a8_linear(ops), backend="torch-reference+cpu-native")
-    if not ops.has_fused_ops():
+    if not elementwise.fused_dtypes(ops, "elementwise"):
         return kernels
     return replace(kernels, add_rms_norm=elementwise.make_add_rms_norm(ops),
                    silu_and_mul=elementwise.make_silu_and_mul(ops),

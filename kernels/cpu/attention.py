@@ -16,7 +16,7 @@ from types import ModuleType
 import torch
 
 from kernels.attention_metadata import AttentionMetadata
-from kernels.cpu.elementwise import make_block_softmax, packed_heads
+from kernels.cpu.elementwise import fused_dtypes, make_block_softmax, packed_heads
 from kernels.cpu.prefill_attention import flash_available, flash_prefill
 from kernels.reference.attention import causal_block_softmax, prefill_attention
 from kernels.reference.kv_cache import store_kv as reference_store_kv
@@ -25,7 +25,7 @@ from kernels.reference.kv_cache import store_kv as reference_store_kv
 def make_paged_attention(ops: ModuleType):
     """Bind the compiled module (from `kernels.cpu.native_ops()`) into a `paged_attention` with the reference
     signature."""
-    block_softmax = make_block_softmax(ops) if ops.has_fused_ops() else causal_block_softmax
+    block_softmax = make_block_softmax(ops) if fused_dtypes(ops, "causal_softmax") else causal_block_softmax
     flash = flash_available()
 
     def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,

@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 
 _SOURCES = [Path(__file__).with_name(n) for n in ("bindings.cpp", "paged_decode.cpp", "int8_rows.cpp", "fused_ops.cpp",
                                                 "kv_store.cpp", "int8_gemm.cpp", "int8_gemm_avx2.cpp")]
-_HEADERS = [Path(__file__).with_name(n) for n in ("simd.h", "int8_quant.h", "int8_gemm_api.h", "paged_decode_avx2.h")]
+_HEADERS = [Path(__file__).with_name(n) for n in ("simd.h", "int8_quant.h", "int8_gemm_api.h", "paged_decode_avx2.h",
+                                                   "torch_row_sum.h", "fused_ops_avx2.h")]
 # Bump when the build flags change (torch rebuilds by itself when a source changes).
 _VERSION = 1
 DISABLE_ENV = "FINLLM_NATIVE_KERNELS"  # "0": never build or load; use the torch reference kernels

@@ -1,11 +1,9 @@
 """The decoder layer's elementwise steps on CPU through the fused C++ kernels (kernels/cpu/fused_ops.cpp).
 
 Each is one pass over the activations instead of three to seven eager ops, and bit-identical to the torch
-reference (same float operations, same roundings, torch's own exp). They cover bfloat16/float16 activations;
-float32 (the dtype of the exact-parity tests against Hugging Face) and anything else keeps the reference ops.
-Measured on smollm2-135m shapes, 2048 rows, 2 threads: add+RMSNorm 4.1 -> 0.42 ms, rotary (q and k)
-0.76 -> 0.39 ms, SiLU x up 1.5 -> 1.4 ms (its exp and division dominate either way), and the prefill's masked
-softmax 0.44 -> 0.31 ms per 128-row block of ~900 keys.
+reference (same float operations, same roundings, torch's own exp and sum order). Which activation dtypes a
+build covers depends on the CPU (`ops.fused_dtypes()`): bfloat16/float16 with AVX-512, float32 on AVX2 CPUs
+without it; any other dtype keeps the reference ops. Timings: docs/bench/fused-elementwise.md.
 """
 
 from __future__ import annotations
@@ -17,13 +15,20 @@ import torch
 
 from kernels.reference import activation, attention, norm, rotary
 
-_REDUCED = (torch.bfloat16, torch.float16)
+
+
+def fused_dtypes(ops: ModuleType, kind: str) -> frozenset[torch.dtype]:
+    """The activation dtypes this build's fused `kind` kernels take ("elementwise" or "causal_softmax")."""
+    return frozenset(getattr(torch, name) for name in ops.fused_dtypes().get(kind, ()))
 
 
 def make_add_rms_norm(ops: ModuleType) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    dtypes = fused_dtypes(ops, "elementwise")
+
     def add_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
                      eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-        if x.dtype not in _REDUCED or x.dim() != 2 or weight.dtype != x.dtype:
+        # rows under 8 wide: torch's float sum takes another order there (and no model has them)
+        if x.dtype not in dtypes or x.dim() != 2 or weight.dtype != x.dtype or x.shape[1] < 8:
             return norm.add_rms_norm(x, residual, weight, eps)
         res = residual.contiguous() if residual is not None else None
         out, new_res = ops.fused_add_rms_norm(x.contiguous(), res, weight.contiguous(), eps)
@@ -33,8 +38,10 @@ def make_add_rms_norm(ops: ModuleType) -> Callable[..., tuple[torch.Tensor, torc
 
 
 def make_silu_and_mul(ops: ModuleType) -> Callable[[torch.Tensor], torch.Tensor]:
+    dtypes = fused_dtypes(ops, "elementwise")
+
     def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-        if x.dtype not in _REDUCED or x.dim() != 2:
+        if x.dtype not in dtypes or x.dim() != 2:
             return activation.silu_and_mul(x)
         return ops.fused_silu_and_mul(x.contiguous())
 
@@ -42,9 +49,11 @@ def make_silu_and_mul(ops: ModuleType) -> Callable[[torch.Tensor], torch.Tensor]
 
 
 def make_apply_rotary(ops: ModuleType) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    dtypes = fused_dtypes(ops, "elementwise")
+
     def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
                      sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if q.dtype not in _REDUCED or cos.dtype != q.dtype or not packed_heads(q) or not packed_heads(k):
+        if q.dtype not in dtypes or cos.dtype != q.dtype or not packed_heads(q) or not packed_heads(k):
             return rotary.apply_rotary(q, k, cos, sin)
         cos, sin = cos.contiguous(), sin.contiguous()
         return ops.fused_rotary(q, cos, sin), ops.fused_rotary(k, cos, sin)
@@ -54,9 +63,10 @@ def make_apply_rotary(ops: ModuleType) -> Callable[..., tuple[torch.Tensor, torc
 
 def make_block_softmax(ops: ModuleType) -> attention.BlockSoftmax:
     """The CPU prefill's causal softmax, in place on the score block."""
+    dtypes = fused_dtypes(ops, "causal_softmax")
 
     def block_softmax(scores: torch.Tensor, block: int) -> torch.Tensor:
-        if scores.dtype not in _REDUCED or not scores.is_contiguous():
+        if scores.dtype not in dtypes or not scores.is_contiguous():
             return attention.causal_block_softmax(scores, block)
         ops.causal_softmax_(scores, block)
         return scores

@@ -1,16 +1,21 @@
-// The decoder layer's elementwise steps as single passes, for bfloat16/float16 activations: add + RMSNorm, SiLU x
-// up, rotary embedding, and the causal softmax of the CPU prefill attention.
+// The decoder layer's elementwise steps as single passes: add + RMSNorm, SiLU x up, rotary embedding, and the
+// causal softmax of the CPU prefill attention for bfloat16/float16 activations with AVX-512; the first three for
+// float32 activations on AVX2 CPUs without AVX-512 (fused_ops_avx2.h).
 //
 // Eager torch runs each as three to seven ops, every one a full read and write of the activations plus a
 // dispatch. These kernels do the reference's float operations in the reference's order, with the same roundings
 // to the activation dtype and the same exp (torch's Sleef), so their outputs are bit-identical to
-// kernels/reference (tested). Float32 models keep the torch ops (the dispatcher only sends reduced precision here).
+// kernels/reference (tested). Dtypes a build does not cover keep the torch ops (`fused_dtypes()` tells the
+// dispatcher which).
 #include "simd.h"
+#include "torch_row_sum.h"
 
 #include <ATen/Parallel.h>
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 #include <vector>
 
 #ifdef FINLLM_SIMD_AVX512
@@ -23,48 +28,6 @@ inline __m512 round_to(__m512 v) { return finllm_simd::round_to(static_cast<T*>(
 
 template <typename T>
 inline float round_to(float v) { return static_cast<float>(static_cast<T>(v)); }
-
-// torch's float sum of a contiguous row (aten SumKernel: vectorized_inner_sum -> row_sum -> multi_row_sum, which
-// torch dispatches to its 8-lane AVX2 build), lane for lane: four interleaved vector accumulators with its
-// cascade levels, then the lanes in order. RMSNorm's mean goes through it; matching its order keeps the norm
-// bit-identical to the reference (checked against torch for many row sizes).
-float torch_row_sum(const float* in, int64_t size0) {
-  constexpr int64_t W = 8, kRows = 4, kLevels = 4;
-  const int64_t vec_size = size0 / W;
-  const int64_t size_ilp = vec_size / kRows;
-  int64_t ceil_log2 = 0;
-  while ((int64_t{1} << ceil_log2) < size_ilp) ++ceil_log2;
-  const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
-  const int64_t level_step = int64_t{1} << level_power, level_mask = level_step - 1;
-  __m256 acc[kLevels][kRows];
-  for (auto& lv : acc)
-    for (auto& a : lv) a = _mm256_setzero_ps();
-  auto vec = [&](int64_t v) { return _mm256_loadu_ps(in + v * W); };
-  int64_t i = 0;
-  while (i + level_step <= size_ilp) {
-    for (int64_t j = 0; j < level_step; ++j, ++i)
-      for (int64_t k = 0; k < kRows; ++k) acc[0][k] = _mm256_add_ps(acc[0][k], vec(i * kRows + k));
-    for (int64_t j = 1; j < kLevels; ++j) {
-      for (int64_t k = 0; k < kRows; ++k) {
-        acc[j][k] = _mm256_add_ps(acc[j][k], acc[j - 1][k]);
-        acc[j - 1][k] = _mm256_setzero_ps();
-      }
-      if ((i & (level_mask << (j * level_power))) != 0) break;
-    }
-  }
-  for (; i < size_ilp; ++i)
-    for (int64_t k = 0; k < kRows; ++k) acc[0][k] = _mm256_add_ps(acc[0][k], vec(i * kRows + k));
-  for (int64_t j = 1; j < kLevels; ++j)
-    for (int64_t k = 0; k < kRows; ++k) acc[0][k] = _mm256_add_ps(acc[0][k], acc[j][k]);
-  for (int64_t v = size_ilp * kRows; v < vec_size; ++v) acc[0][0] = _mm256_add_ps(acc[0][0], vec(v));
-  for (int64_t k = 1; k < kRows; ++k) acc[0][0] = _mm256_add_ps(acc[0][0], acc[0][k]);
-  float total = 0.f;
-  for (int64_t t = vec_size * W; t < size0; ++t) total += in[t];
-  alignas(32) float lanes[W];
-  _mm256_store_ps(lanes, acc[0][0]);
-  for (int64_t l = 0; l < W; ++l) total += lanes[l];
-  return total;
-}
 
 template <typename T>
 void add_rms_norm_rows(const T* x, const T* res, const T* w, T* out, T* res_out, int64_t rows, int64_t dim,
@@ -84,7 +47,7 @@ void add_rms_norm_rows(const T* x, const T* res, const T* w, T* out, T* res_out,
         _mm512_mask_storeu_ps(h.data() + d, m, v);
         _mm512_mask_storeu_ps(sq.data() + d, m, _mm512_mul_ps(v, v));
       }
-      const float var = torch_row_sum(sq.data(), dim) / static_cast<float>(dim);
+      const float var = finllm_sum::torch_row_sum(sq.data(), dim) / static_cast<float>(dim);
       const __m512 rs = _mm512_set1_ps(1.f / std::sqrt(var + eps));
       for (d = 0; d < dim; d += 16) {
         const __mmask16 m = tail_mask(dim - d);
@@ -195,12 +158,43 @@ void causal_softmax_rows(T* scores, int64_t rows, int64_t keys, int64_t block) {
   });
 }
 
-void check_reduced(const torch::Tensor& t, const char* what) {
-  TORCH_CHECK(!t.is_cuda(), what, ": CPU kernel");
-  TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf, what,
-              ": bfloat16 or float16 only (float32 models use the torch ops)");
+}  // namespace
+#elif defined(__AVX2__)
+#include "fused_ops_avx2.h"
+#endif
+
+namespace {
+
+// The activation dtypes this build's elementwise kernels (norm, SiLU, rotary) take: each one's reference
+// rounding and exp were matched for that CPU path only.
+std::vector<at::ScalarType> elementwise_dtypes() {
+#if defined(FINLLM_SIMD_AVX512)
+  return {at::kBFloat16, at::kHalf};
+#elif defined(__AVX2__)
+  return {at::kFloat};
+#else
+  return {};
+#endif
 }
 
+void check_elementwise(const torch::Tensor& t, const char* what) {
+  TORCH_CHECK(!t.is_cuda(), what, ": CPU kernel");
+  for (const auto d : elementwise_dtypes())
+    if (t.scalar_type() == d) return;
+  TORCH_CHECK(false, what, ": this build takes ", elementwise_dtypes(), " (other dtypes use the torch ops), not ",
+              t.scalar_type());
+}
+
+void check_softmax(const torch::Tensor& t) {
+  TORCH_CHECK(!t.is_cuda(), "causal_softmax_: CPU kernel");
+  TORCH_CHECK(t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf,
+              "causal_softmax_: bfloat16 or float16 only (float32 prefill uses the flash kernel)");
+#if !defined(FINLLM_SIMD_AVX512)
+  TORCH_CHECK(false, "causal_softmax_ needs AVX-512");
+#endif
+}
+
+#if defined(FINLLM_SIMD_AVX512)
 #define FINLLM_DISPATCH_REDUCED(dtype, ...)                               \
   if ((dtype) == at::kBFloat16) {                                          \
     using scalar_t = c10::BFloat16;                                        \
@@ -209,13 +203,14 @@ void check_reduced(const torch::Tensor& t, const char* what) {
     using scalar_t = c10::Half;                                            \
     __VA_ARGS__();                                                         \
   }
+#endif
 
 }  // namespace
 
 // x, residual: [T, H]; weight: [H]. Returns (norm(x + residual), x + residual), or (norm(x), x) without residual.
 std::vector<torch::Tensor> fused_add_rms_norm(torch::Tensor x, c10::optional<torch::Tensor> residual,
                                               torch::Tensor weight, double eps) {
-  check_reduced(x, "fused_add_rms_norm");
+  check_elementwise(x, "fused_add_rms_norm");
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && weight.is_contiguous() && weight.numel() == x.size(1) &&
                   weight.scalar_type() == x.scalar_type(), "x must be contiguous [T, H] with a [H] weight of its dtype");
   const bool has_res = residual.has_value();
@@ -224,67 +219,80 @@ std::vector<torch::Tensor> fused_add_rms_norm(torch::Tensor x, c10::optional<tor
                 "residual must match x");
   auto out = torch::empty_like(x);
   auto res_out = has_res ? torch::empty_like(x) : x;
+#if defined(FINLLM_SIMD_AVX512)
   FINLLM_DISPATCH_REDUCED(x.scalar_type(), [&] {
     add_rms_norm_rows<scalar_t>(x.data_ptr<scalar_t>(), has_res ? residual->data_ptr<scalar_t>() : nullptr,
                                 weight.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
                                 has_res ? res_out.data_ptr<scalar_t>() : nullptr, x.size(0), x.size(1),
                                 static_cast<float>(eps));
   });
+#elif defined(__AVX2__)
+  finllm_fused_avx2::add_rms_norm_rows(x.data_ptr<float>(), has_res ? residual->data_ptr<float>() : nullptr,
+                                       weight.data_ptr<float>(), out.data_ptr<float>(),
+                                       has_res ? res_out.data_ptr<float>() : nullptr, x.size(0), x.size(1),
+                                       static_cast<float>(eps));
+#endif
   return {out, res_out};
 }
 
 // x: [T, 2I] (gate, up) -> [T, I].
 torch::Tensor fused_silu_and_mul(torch::Tensor x) {
-  check_reduced(x, "fused_silu_and_mul");
+  check_elementwise(x, "fused_silu_and_mul");
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.size(1) % 2 == 0, "x must be contiguous [T, 2I]");
   auto out = torch::empty({x.size(0), x.size(1) / 2}, x.options());
+#if defined(FINLLM_SIMD_AVX512)
   FINLLM_DISPATCH_REDUCED(x.scalar_type(), [&] {
     silu_mul_rows<scalar_t>(x.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), x.size(0), x.size(1) / 2);
   });
+#elif defined(__AVX2__)
+  finllm_fused_avx2::silu_mul_rows(x.data_ptr<float>(), out.data_ptr<float>(), x.size(0), x.size(1) / 2);
+#endif
   return out;
 }
 
 // x: [T, H, D] with unit stride over H and D (a column slice of the fused QKV output); cos, sin: [T, D].
 // Returns a contiguous [T, H, D].
 torch::Tensor fused_rotary(torch::Tensor x, torch::Tensor cos, torch::Tensor sin) {
-  check_reduced(x, "fused_rotary");
+  check_elementwise(x, "fused_rotary");
   TORCH_CHECK(x.dim() == 3 && x.stride(2) == 1 && x.stride(1) == x.size(2) && x.size(2) % 2 == 0,
               "x must be [T, H, D] with contiguous heads and an even head size");
   TORCH_CHECK(cos.is_contiguous() && sin.is_contiguous() && cos.sizes() == sin.sizes() && cos.dim() == 2 &&
                   cos.size(0) == x.size(0) && cos.size(1) == x.size(2) && cos.scalar_type() == x.scalar_type() &&
                   sin.scalar_type() == x.scalar_type(), "cos and sin must be contiguous [T, D] of x's dtype");
   auto out = torch::empty(x.sizes(), x.options());
+#if defined(FINLLM_SIMD_AVX512)
   FINLLM_DISPATCH_REDUCED(x.scalar_type(), [&] {
     rotary_rows<scalar_t>(x.data_ptr<scalar_t>(), x.stride(0), x.size(1), x.size(2), cos.data_ptr<scalar_t>(),
                           sin.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), x.size(0));
   });
+#elif defined(__AVX2__)
+  finllm_fused_avx2::rotary_rows(x.data_ptr<float>(), x.stride(0), x.size(1), x.size(2), cos.data_ptr<float>(),
+                                 sin.data_ptr<float>(), out.data_ptr<float>(), x.size(0));
+#endif
   return out;
 }
 
 // scores: contiguous [..., block, keys], softmaxed in place over keys under the causal mask of a query block whose
 // last row sees all keys.
 void causal_softmax_(torch::Tensor scores, int64_t block) {
-  check_reduced(scores, "causal_softmax_");
+  check_softmax(scores);
   TORCH_CHECK(scores.is_contiguous() && scores.dim() >= 2 && scores.size(-2) == block && block >= 1 &&
                   scores.size(-1) >= block, "scores must be contiguous [..., block, keys] with keys >= block");
+#if defined(FINLLM_SIMD_AVX512)
   const int64_t keys = scores.size(-1);
   FINLLM_DISPATCH_REDUCED(scores.scalar_type(), [&] {
     causal_softmax_rows<scalar_t>(scores.data_ptr<scalar_t>(), scores.numel() / keys, keys, block);
   });
-}
-
-bool has_fused_ops() { return true; }
-
-#else  // no AVX-512: the dispatcher keeps the torch ops
-
-std::vector<torch::Tensor> fused_add_rms_norm(torch::Tensor, c10::optional<torch::Tensor>, torch::Tensor, double) {
-  TORCH_CHECK(false, "fused_add_rms_norm needs AVX-512");
-}
-torch::Tensor fused_silu_and_mul(torch::Tensor) { TORCH_CHECK(false, "fused_silu_and_mul needs AVX-512"); }
-torch::Tensor fused_rotary(torch::Tensor, torch::Tensor, torch::Tensor) {
-  TORCH_CHECK(false, "fused_rotary needs AVX-512");
-}
-void causal_softmax_(torch::Tensor, int64_t) { TORCH_CHECK(false, "causal_softmax_ needs AVX-512"); }
-bool has_fused_ops() { return false; }
-
 #endif
+}
+
+// Dtype names (torch's) each fused kernel of this build takes: {"elementwise": [...], "causal_softmax": [...]}.
+std::map<std::string, std::vector<std::string>> fused_dtypes() {
+  std::vector<std::string> names;
+  for (const auto d : elementwise_dtypes()) names.emplace_back(d == at::kFloat ? "float32" : d == at::kHalf ? "float16" : "bfloat16");
+#if defined(FINLLM_SIMD_AVX512)
+  return {{"elementwise", names}, {"causal_softmax", {"bfloat16", "float16"}}};
+#else
+  return {{"elementwise", names}, {"causal_softmax", {}}};
+#endif
+}
