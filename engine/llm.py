@@ -247,7 +247,7 @@ class LLM:
             "prompt_tokens": cnt.prompt_tokens,
             "output_tokens": cnt.output_tokens,
             "steps": cnt.steps,
-            "graph_steps": self._core.runner.graphs.replays if getattr(self._core.runner, "graphs", None) else 0,
+            "graph_steps": self._core.runner.graphs.replays if self._core.runner.graphs is not None else 0,
             **(self._core.speculator.counters.as_stats() if self._core.speculator is not None else {}),
         }
 

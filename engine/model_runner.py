@@ -111,7 +111,8 @@ class ModelRunner:
         for row, (p, seq, _) in enumerate(rows):
             if p >= seq.num_tokens - 1:
                 sample_rows.setdefault(id(seq), []).append(row)
-        groups = self._group_rows([p + 1 for p in pos])
+        kv_lens = [p + 1 for p in pos]  # each decode row attends to its own position and everything before
+        groups = self._group_rows(kv_lens)
 
         segments: list[tuple[Sequence, int, int, int]] = []  # (sequence, first row, start position, length)
         for seq, n in prefills:
@@ -139,11 +140,11 @@ class ModelRunner:
         tables = [seq.block_table for _, seq, _ in rows]
         if self.graphs is not None and not segments and logits_rows == list(range(len(rows))):
             if self.graphs.bucket(len(rows)) is not None and self.graphs.fits(tables):
-                size = self.graphs.stage_rows(ids, pos, slots, [p + 1 for p in pos], tables)
+                size = self.graphs.stage_rows(ids, pos, slots, kv_lens, tables)
                 return StepInputs(input_ids=torch.empty(0), positions=torch.empty(0),
                                   meta=AttentionMetadata(slot_mapping=torch.empty(0)), logits_indices=torch.empty(0),
                                   sampling_seqs=sampling, sample_counts=counts, graph_size=size)
-        return self._upload(ids, pos, slots, logits_rows, groups, tables, segments, sampling, counts)
+        return self._upload(ids, pos, slots, kv_lens, logits_rows, groups, tables, segments, sampling, counts)
 
     def _group_rows(self, lens: list[int]) -> list[tuple[int, int]]:
         """Row ranges [start, end) of the decode groups. Kernels that read padded blocks get rows of similar length
@@ -165,7 +166,7 @@ class ModelRunner:
         groups.append((start, len(lens)))
         return groups
 
-    def _upload(self, ids: list[int], pos: list[int], slots: list[int], logits_rows: list[int],
+    def _upload(self, ids: list[int], pos: list[int], slots: list[int], kv_lens: list[int], logits_rows: list[int],
                 groups: list[tuple[int, int]], tables: list[list[int]],
                 segments: list[tuple[Sequence, int, int, int]], sampling: list[Sequence],
                 counts: list[int]) -> StepInputs:
@@ -179,7 +180,7 @@ class ModelRunner:
             nblk = -(-(pos[end - 1] + 1) // bs)
             widths.append(nblk)
             lists.append([b for t in tables[start:end] for b in (t[:nblk] + [0] * (nblk - len(t[:nblk])))])
-            lists.append([p + 1 for p in pos[start:end]])
+            lists.append(kv_lens[start:end])
         for seq, _, start, n in segments:
             if start > 0:
                 lists.append(self._slots(seq, 0, start + n))

@@ -45,6 +45,7 @@ class ContextParallelRunner:
         self.kv_caches = self.pool.caches
         self.stride = self.pool.num_blocks + 1
         self.cos, self.sin = rotary_tables(cfg, max_model_len + 1, dtype, device)
+        self.graphs = None  # decode graphs need one process (LLM.uses_cuda_graphs); the engine's stats read this
 
     # ---- every rank -------------------------------------------------------------------------------------------
     def layout(self, plan: StepPlan) -> RankLayout:
