@@ -114,7 +114,7 @@ class LLM:
                 self.model, dtype=self.dtype, device=self.device, block_size=self.config.block_size,
                 kv_budget=self.config.kv_cache_memory, kv_tokens_wanted=kv_tokens_wanted,
                 quantized_kv=self.config.kv_cache_dtype == "int8", max_model_len=self.max_model_len,
-                decode_reads_padding=self.kernels.decode_reads_padding,
+                decode_layout=self.kernels.decode_layout,
             )
             self.block_manager = BlockManager(runner.pool.num_blocks, self.config.block_size,
                                               self.config.enable_prefix_caching)

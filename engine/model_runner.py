@@ -18,11 +18,7 @@ from engine.scheduler import ScheduledBatch
 from engine.sequence import Sequence
 from engine.step_upload import upload_int64
 from kernels import AttentionMetadata, DecodeGroup, PrefillSegment
-
-# Decode rows are grouped so padding wastes at most this share of a group's key positions (kernels that read
-# padded blocks only; the others take all decode rows in one call).
-_MAX_PAD_WASTE = 0.2
-_MAX_GROUP = 64
+from kernels.decode_layout import PADDED_BLOCK_READS, DecodeLayout
 
 
 # Chunks of at most this many query tokens (decodes, verify steps of speculative decoding, short prefill tails)
@@ -61,7 +57,7 @@ class ModelRunner:
         kv_tokens_wanted: int,
         quantized_kv: bool,
         max_model_len: int,
-        decode_reads_padding: bool = True,
+        decode_layout: DecodeLayout = PADDED_BLOCK_READS,
     ) -> None:
         cfg = model.cfg
         self.model = model
@@ -72,8 +68,7 @@ class ModelRunner:
         self.block_size = block_size
         self.device = device
         self.window = cfg.sliding_window
-        # Kernels.decode_reads_padding: zero fresh blocks and group decode rows by length only when it holds.
-        self.decode_reads_padding = decode_reads_padding
+        self.decode_layout = decode_layout  # the attention kernel's: how decode rows are grouped, blocks zeroed
         self.max_model_len = max_model_len
         self.graphs: DecodeGraphs | None = None
 
@@ -112,7 +107,7 @@ class ModelRunner:
             if p >= seq.num_tokens - 1:
                 sample_rows.setdefault(id(seq), []).append(row)
         kv_lens = [p + 1 for p in pos]  # each decode row attends to its own position and everything before
-        groups = self._group_rows(kv_lens)
+        groups = self.decode_layout.group_rows(kv_lens)
 
         segments: list[tuple[Sequence, int, int, int]] = []  # (sequence, first row, start position, length)
         for seq, n in prefills:
@@ -145,26 +140,6 @@ class ModelRunner:
                                   meta=AttentionMetadata(slot_mapping=torch.empty(0)), logits_indices=torch.empty(0),
                                   sampling_seqs=sampling, sample_counts=counts, graph_size=size)
         return self._upload(ids, pos, slots, kv_lens, logits_rows, groups, tables, segments, sampling, counts)
-
-    def _group_rows(self, lens: list[int]) -> list[tuple[int, int]]:
-        """Row ranges [start, end) of the decode groups. Kernels that read padded blocks get rows of similar length
-        together (padding wastes at most _MAX_PAD_WASTE of a group's key positions); the others one group."""
-        if not lens:
-            return []
-        if not self.decode_reads_padding:
-            return [(0, len(lens))]
-        groups: list[tuple[int, int]] = []
-        start, total = 0, 0
-        for row, kv_len in enumerate(lens):
-            n = row - start
-            if n:
-                padded = kv_len * (n + 1)  # rows ascend: this one is the group's longest
-                if 1 - (total + kv_len) / padded > _MAX_PAD_WASTE or n >= _MAX_GROUP:
-                    groups.append((start, row))
-                    start, total = row, 0
-            total += kv_len
-        groups.append((start, len(lens)))
-        return groups
 
     def _upload(self, ids: list[int], pos: list[int], slots: list[int], kv_lens: list[int], logits_rows: list[int],
                 groups: list[tuple[int, int]], tables: list[list[int]],
@@ -211,7 +186,7 @@ class ModelRunner:
     def zero_blocks(self, block_ids: list[int]) -> None:
         """Zero whole blocks in every layer (done once per block, the first time it is handed out), for attention
         kernels that read never-written slots; a no-op for those that stop at each row's length."""
-        if not self.decode_reads_padding:
+        if not self.decode_layout.zero_fresh_blocks:
             return
         ids = torch.tensor(block_ids, dtype=torch.long, device=self.device)
         for k_cache, v_cache in self.kv_caches:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 
+from kernels.decode_layout import EXACT_LENGTH_READS, PADDED_BLOCK_READS, DecodeLayout
 from kernels.reference import activation, attention, int8_gemm, kv_cache, norm, rotary
 
 
@@ -27,11 +28,9 @@ class Kernels:
     backend: str
     # (x, int8 weight [N, K], float32 scale [N], bias | None) -> x.dtype [.., N]
     int8_linear: Callable[..., torch.Tensor] = int8_gemm.w8a8_linear
-    # Whether decode attention reads each row's blocks whole, padded to its group's longest row (the torch path:
-    # it gathers whole blocks and masks the tail). Then never-written slots must hold finite values (the engine
-    # zeroes each block the first time it is used) and rows of similar length are grouped to limit the padding.
-    # Kernels that stop at each row's length need neither.
-    decode_reads_padding: bool = True
+    # How the decode attention wants its rows: grouped by length over zeroed blocks (the torch path reads padded
+    # blocks) or all in one call (kernels that stop at each row's length); kernels/decode_layout.py.
+    decode_layout: DecodeLayout = PADDED_BLOCK_READS
 
 
 def get_kernels(device: torch.device | str, prefer: str = "auto") -> Kernels:
@@ -74,7 +73,7 @@ def _triton_kernels() -> Kernels:
     return Kernels(rms_norm=elementwise.rms_norm, add_rms_norm=elementwise.add_rms_norm,
                    silu_and_mul=elementwise.silu_and_mul, apply_rotary=elementwise.apply_rotary,
                    store_kv=triton_kv.store_kv, paged_attention=attention.paged_attention, backend="triton",
-                   int8_linear=int8_gemm.w8a8_linear, decode_reads_padding=False)
+                   int8_linear=int8_gemm.w8a8_linear, decode_layout=EXACT_LENGTH_READS)
 
 
 def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
@@ -85,7 +84,7 @@ def _with_native_cpu_ops(kernels: Kernels, ops: ModuleType) -> Kernels:
     from kernels.cpu import attention as cpu_attention, elementwise, int8_linear  # noqa: PLC0415
 
     kernels = replace(kernels, paged_attention=cpu_attention.make_paged_attention(ops),
-                      store_kv=cpu_attention.make_store_kv(ops), decode_reads_padding=False,
+                      store_kv=cpu_attention.make_store_kv(ops), decode_layout=EXACT_LENGTH_READS,
                       int8_linear=int8_linear.make_w8a8_linear(ops), backend="torch-reference+cpu-native")
     if not elementwise.fused_dtypes(ops, "elementwise"):
         return kernels

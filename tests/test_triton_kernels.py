@@ -209,7 +209,7 @@ def test_cuda_dispatches_every_op_to_the_triton_kernels_and_cpu_is_unchanged():
     assert (gpu.add_rms_norm, gpu.silu_and_mul, gpu.apply_rotary, gpu.store_kv, gpu.paged_attention,
             gpu.int8_linear) == (te.add_rms_norm, te.silu_and_mul, te.apply_rotary, tkv.store_kv,
                                  ta.paged_attention, int8_gemm.w8a8_linear)
-    assert not gpu.decode_reads_padding
+    assert not gpu.decode_layout.reads_padding
     assert "triton" not in get_kernels("cpu").backend
     assert get_kernels("cuda", prefer="reference").backend == "torch-reference"
 

@@ -22,6 +22,7 @@ import torch
 from engine.distributed.comm import Comm
 from engine.distributed.plan import RankLayout
 from kernels import AttentionMetadata, Kernels
+from kernels.decode_layout import EXACT_LENGTH_READS
 from kernels.reference import kv_cache
 from kernels.reference.attention import gather_rows
 from kernels.reference.attention_lse import attention_lse, attention_lse_rows, merge_lse
@@ -121,5 +122,5 @@ def context_parallel_kernels(base: Kernels, comm: Comm) -> Kernels:
         elif own.numel():
             base.store_kv(k[own].contiguous(), v[own].contiguous(), k_cache, v_cache, slots[own])
 
-    return replace(base, paged_attention=paged_attention, store_kv=store_kv, decode_reads_padding=False,
+    return replace(base, paged_attention=paged_attention, store_kv=store_kv, decode_layout=EXACT_LENGTH_READS,
                    backend=f"{base.backend}+context-parallel")

@@ -69,7 +69,7 @@ def _draft_model(config: SpeculativeConfig, target: TargetInfo) -> tuple[DraftMo
     runner = ModelRunner(
         model, dtype=dtype, device=target.device, block_size=target.block_size,
         kv_budget=config.draft_kv_cache_memory, kv_tokens_wanted=target.kv_tokens, quantized_kv=False,
-        max_model_len=target.max_model_len, decode_reads_padding=target.kernels.decode_reads_padding,
+        max_model_len=target.max_model_len, decode_layout=target.kernels.decode_layout,
     )
     proposer = DraftModelProposer(runner, target.model_config.vocab_size, target.max_num_batched_tokens)
     return proposer, num_weights(model)
