@@ -152,7 +152,7 @@ class ModelRunner:
         lists: list[list[int]] = [ids, pos, slots, logits_rows]
         widths: list[int] = []
         for start, end in groups:
-            nblk = -(-(pos[end - 1] + 1) // bs)
+            nblk = -(-kv_lens[end - 1] // bs)
             widths.append(nblk)
             lists.append([b for t in tables[start:end] for b in (t[:nblk] + [0] * (nblk - len(t[:nblk])))])
             lists.append(kv_lens[start:end])
@@ -163,10 +163,10 @@ class ModelRunner:
         input_ids, positions, slot_mapping, logits_indices = (next(tensors) for _ in range(4))
         meta = AttentionMetadata(slot_mapping=slot_mapping)
         for (start, end), nblk in zip(groups, widths):
-            table, kv_lens = next(tensors).view(end - start, nblk), next(tensors)
+            table, lens = next(tensors).view(end - start, nblk), next(tensors)
             meta.decode_groups.append(DecodeGroup(start=start, end=end, block_table=table, block_size=bs,
-                                                  kv_lens=kv_lens, window=self.window, max_kv_len=pos[end - 1] + 1,
-                                                  min_kv_len=pos[start] + 1))
+                                                  kv_lens=lens, window=self.window, max_kv_len=kv_lens[end - 1],
+                                                  min_kv_len=kv_lens[start]))
         for seq, row0, start, n in segments:
             kv_slots = next(tensors) if start > 0 else None
             meta.prefills.append(self._prefill_segment(row0, start, n, kv_slots))

@@ -16,7 +16,6 @@ import torch
 from kernels.reference import activation, attention, norm, rotary
 
 
-
 def fused_dtypes(ops: ModuleType, kind: str) -> frozenset[torch.dtype]:
     """The activation dtypes this build's fused `kind` kernels take ("elementwise" or "causal_softmax")."""
     return frozenset(getattr(torch, name) for name in ops.fused_dtypes().get(kind, ()))

@@ -21,11 +21,13 @@ inline torch::Tensor contiguous_weight(const torch::Tensor& qweight) {
 }
 
 // Checks int8_linear's arguments; returns the bias as contiguous float32, or an undefined tensor without one.
-inline torch::Tensor check_linear_args(const torch::Tensor& x, const torch::Tensor& packed, int64_t n,
-                                       const torch::Tensor& w_scale, const c10::optional<torch::Tensor>& bias,
-                                       int64_t total_bytes) {
+// total_bytes(k): the packed size of an [n, k] weight in the caller's layout.
+template <typename TotalBytes>
+torch::Tensor check_linear_args(const torch::Tensor& x, const torch::Tensor& packed, int64_t n,
+                                const torch::Tensor& w_scale, const c10::optional<torch::Tensor>& bias,
+                                TotalBytes total_bytes) {
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && !x.is_cuda(), "x must be a contiguous 2-D CPU tensor");
-  check_packed(packed, n, x.size(1), total_bytes);
+  check_packed(packed, n, x.size(1), total_bytes(x.size(1)));
   TORCH_CHECK(w_scale.scalar_type() == torch::kFloat32 && w_scale.is_contiguous() && w_scale.numel() == n,
               "w_scale: float32 [N]");
   if (!bias.has_value()) return torch::Tensor();

@@ -158,10 +158,10 @@ torch::Tensor unpack_int8_weight(torch::Tensor packed, int64_t n, int64_t k) {
 // [N]; bias: [N] or None. Returns [M, N] in x's dtype.
 torch::Tensor int8_linear(torch::Tensor x, torch::Tensor packed, int64_t n, torch::Tensor w_scale,
                           c10::optional<torch::Tensor> bias) {
-  TORCH_CHECK(x.dim() == 2, "x must be a contiguous 2-D CPU tensor");
+  const torch::Tensor bias_f = finllm_int8_gemm::check_linear_args(
+      x, packed, n, w_scale, bias, [n](int64_t k) { return Geometry(n, k).total_bytes(); });
   const int64_t m = x.size(0), k = x.size(1);
   const Geometry g(n, k);
-  const torch::Tensor bias_f = finllm_int8_gemm::check_linear_args(x, packed, n, w_scale, bias, g.total_bytes());
   auto out = torch::empty({m, n}, x.options());
   // Activations as row tiles (see kTileQuadBytes). Rows past M and channels past K stay 0: their rows are never
   // stored and their weights are 0.

@@ -10,8 +10,8 @@ instead of one per row. Keys past the row's length are never read (no padding, n
 Prefill (`varlen_prefill`): every causal segment of a step in one launch (varlen: a table maps each query tile
 to its segment's first row, length, cached context and key slots); one program per (query tile, query head);
 keys are read by slot (the step's own keys are already stored), only up to the tile's last position, with the
-causal mask on the diagonal tiles. `paged_prefill` is the one-segment case. Int8 KV rows are dequantized on load (values x the row's float32
-scale, rounded to the model dtype, as the reference does).
+causal mask on the diagonal tiles. `paged_prefill` is the one-segment case. Int8 KV rows are dequantized on load
+(values x the row's float32 scale, rounded to the model dtype, as the reference does).
 
 References: kernels/reference/attention.py (same results within float rounding; scores and softmax in float32).
 """
