@@ -1,8 +1,10 @@
 """E-invoices: the structured XML some PDFs carry (ZUGFeRD 1/2, Factur-X, XRechnung CII; UBL from Odoo and
 Peppol tools), read exactly instead of asking the model.
 
-The `factur-x` library finds the XML among the PDF's attachments and checks that it is an invoice flavour. Reading
-the header fields out of it is done here with a few XPath lookups: `factur-x` only extracts and validates, and
+The XML is found among the PDF's attachments with pypdf, by what it is (its root element) rather than by its file
+name: `factur-x`'s lookup knows only the standard names and the EmbeddedFiles name tree, and missed e-invoices
+attached under other names or listed only in /AF. Reading the header fields out of it is done here with a few
+XPath lookups: `factur-x` only extracts and validates, and
 `drafthorse` parses ZUGFeRD 2 CII alone (neither ZUGFeRD 1.0 nor UBL), while the handful of header fields the
 documents dataset holds sit at the same place in every profile. Lookups go by local name so the ZUGFeRD 1.0
 (`urn:ferd:...:1p0`) and CII D16B namespaces read alike.
@@ -16,30 +18,92 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-PARSER_VERSION = "einvoice-v1"
-"""Part of the row id of every row read from XML: a change here is a new row."""
+PARSER_VERSION = "einvoice-v2"
+"""Part of the row id of every row read from XML: a change here is a new row (v2: every UNTDID 1001 invoice and
+credit-note code, attachments found through /AF and under any name, credit notes typed as such)."""
 
 MAX_XML_BYTES = 20 * 1024 * 1024
-# UNTDID 1001 document codes that are invoices in the documents dataset's taxonomy: commercial (380), credit note
-# (381), corrected (384), self-billed (389), prepayment (386), partial (326), and 751 (invoice information).
-INVOICE_TYPE_CODES = {"380", "381", "384", "386", "389", "326", "751", "875", "876", "877"}
+# UNTDID 1001 document name codes that EN 16931 (and so ZUGFeRD, Factur-X, XRechnung, Peppol) allows for invoices
+# and for credit notes. A code of neither list (an order, a despatch advice) is not read as an invoice.
+CREDIT_NOTE_TYPE_CODES = frozenset({"81", "83", "261", "262", "296", "308", "381", "396", "420", "458", "532"})
+INVOICE_TYPE_CODES = frozenset({
+    "71", "80", "82", "84", "102", "130", "202", "203", "204", "211", "218", "219", "295", "325", "326", "331",
+    "380", "382", "383", "384", "385", "386", "387", "388", "389", "390", "393", "394", "395", "456", "457", "527",
+    "553", "575", "623", "633", "751", "780", "817", "870", "875", "876", "877", "935",
+}) | CREDIT_NOTE_TYPE_CODES
+_ROOTS = ("CrossIndustryInvoice", "CrossIndustryDocument", "Invoice", "CreditNote")
+
+
+def _root_name(xml: bytes) -> str | None:
+    """Local name of the XML's root element (the parse stops at the first element; no entities, no network)."""
+    from lxml import etree
+
+    for candidate in (xml, _without_bad_encoding(xml)):
+        if candidate is None:
+            continue
+        try:
+            for _, element in etree.iterparse(io.BytesIO(candidate), events=("start",), resolve_entities=False,
+                                              no_network=True, load_dtd=False, huge_tree=False):
+                return re.sub(r"^\{.*\}", "", str(element.tag))
+        except Exception:
+            continue
+    return None
+
+
+def is_einvoice_xml(xml: bytes) -> bool:
+    """Whether the bytes are a CII or UBL invoice or credit note (by their root element)."""
+    return _root_name(xml) in _ROOTS
+
+
+def _file_specs(reader: Any) -> list[tuple[str, Any]]:
+    """(name, file specification) of every embedded file: the EmbeddedFiles name tree (pypdf) and the /AF arrays
+    of the catalog and the pages, where PDF/A-3 producers (iText among them) may list the e-invoice only."""
+    specs: list[tuple[str, Any]] = []
+    holders = [reader.trailer["/Root"]] + list(reader.pages)
+    for holder in holders:
+        try:
+            af = holder.get("/AF")
+            for ref in (af.get_object() if af is not None else []):
+                spec = ref.get_object()
+                specs.append((str(spec.get("/UF") or spec.get("/F") or "attachment"), spec))
+        except Exception:  # a broken /AF entry is skipped, the others are still read
+            continue
+    return specs
+
+
+def _spec_bytes(spec: Any) -> bytes | None:
+    try:
+        ef = spec.get("/EF")
+        stream = (ef.get("/F") or ef.get("/UF")).get_object()
+        return bytes(stream.get_data())
+    except Exception:
+        return None
 
 
 def embedded_xml(data: bytes) -> tuple[str, bytes] | None:
-    """(attachment name, XML bytes) of the e-invoice a PDF carries, or None. Never raises: a PDF whose attachments
-    cannot be read simply has no e-invoice and goes to the model."""
+    """(attachment name, XML bytes) of the e-invoice a PDF carries, or None. Any attachment whose root element is
+    a CII or UBL invoice counts, whatever its file name and whether it sits in the EmbeddedFiles name tree or only
+    in an /AF array. Never raises: a PDF whose attachments cannot be read has no e-invoice and goes to the model."""
+    from pypdf import PdfReader
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
-        from facturx import get_xml_from_pdf
-    except ImportError:  # pragma: no cover - factur-x is a core dependency
-        return None
-    logging.getLogger("facturx").setLevel(logging.ERROR)
-    try:
-        name, xml = get_xml_from_pdf(io.BytesIO(data), check_xsd=False)
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted and not reader.decrypt(""):
+            return None
+        found: list[tuple[str, bytes]] = []
+        try:
+            for name, contents in reader.attachments.items():
+                found.extend((str(name), bytes(c)) for c in contents)
+        except Exception:
+            pass
+        found.extend((name, b) for name, spec in _file_specs(reader) if (b := _spec_bytes(spec)) is not None)
     except Exception:
         return None
-    if not xml or len(xml) > MAX_XML_BYTES:
-        return None
-    return str(name), bytes(xml)
+    for name, xml in found:
+        if xml and len(xml) <= MAX_XML_BYTES and is_einvoice_xml(xml):
+            return name, xml
+    return None
 
 
 def _parse(xml: bytes) -> Any:
@@ -47,7 +111,31 @@ def _parse(xml: bytes) -> Any:
 
     # No entity expansion, no DTD or network fetches: the XML comes from an untrusted PDF.
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
-    return etree.fromstring(xml, parser=parser)
+    try:
+        return etree.fromstring(xml, parser=parser)
+    except etree.XMLSyntaxError:
+        fixed = _without_bad_encoding(xml)
+        if fixed is None:
+            raise
+        return etree.fromstring(fixed, parser=parser)
+
+
+def _without_bad_encoding(xml: bytes) -> bytes | None:
+    """The XML with an unknown `encoding` declaration ("UTF-8_W/O_BOM") dropped when its bytes are valid UTF-8,
+    the encoding every e-invoice standard prescribes; None when that does not apply."""
+    m = re.match(rb"\s*<\?xml[^>]*?encoding=[\"']([^\"']+)[\"'][^>]*\?>", xml)
+    if not m:
+        return None
+    try:
+        "".encode(m.group(1).decode("ascii"))
+        return None  # a known encoding: the syntax error is real
+    except (LookupError, UnicodeDecodeError):
+        pass
+    try:
+        xml[m.end():].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return b'<?xml version="1.0" encoding="UTF-8"?>' + xml[m.end():]
 
 
 def _path(*names: str) -> str:
@@ -149,11 +237,16 @@ def einvoice_fields(xml: bytes) -> dict[str, Any] | None:
         raw = _ubl(root)
     else:
         return None
-    if raw.pop("type_code") not in INVOICE_TYPE_CODES:
+    # A CII or UBL invoice message without a type code (invalid, but common in older ZUGFeRD 1 files) is a
+    # commercial invoice (380), the default of both standards.
+    type_code = (raw.pop("type_code") or "380").strip()
+    if type_code not in INVOICE_TYPE_CODES:
+        return None
+    if not raw.get("issuer") or not raw.get("date"):  # EN 16931 requires both (BT-27, BT-2): incomplete XML
         return None
     account = raw.get("account")
     fields = {
-        "doc_type": "invoice",
+        "doc_type": "credit_note" if type_code in CREDIT_NOTE_TYPE_CODES else "invoice",
         "issuer": _short(raw["issuer"], 80),
         "counterparty": _short(raw["counterparty"], 80),
         "reference": _short(raw["reference"], 40),

@@ -76,6 +76,7 @@ class Scores:
     count: dict[str, int] = field(default_factory=lambda: {"document": 0, "window": 0})
     exact: dict[str, int] = field(default_factory=lambda: {"document": 0, "window": 0})
     failures: list[dict[str, Any]] = field(default_factory=list)
+    confident: dict[str, FieldTally] = field(default_factory=dict)  # of the fields a row marks confident, right
 
     def add(self, item: EvalItem, text: str) -> None:
         self.count[item.kind] += 1
@@ -86,13 +87,18 @@ class Scores:
         except (ValidationError, ValueError):
             pred = None
         wrong = []
+        sure = _confidence(item, pred)
         for name, gold_value in item.gold.items():
             tally = self.fields.setdefault(f"{item.kind}.{name}", FieldTally())
             tally.total += 1
-            if pred is not None and _matches(item, name, pred.get(name), gold_value):
-                tally.correct += 1
-            else:
+            right = pred is not None and _matches(item, name, pred.get(name), gold_value)
+            tally.correct += right
+            if not right:
                 wrong.append(name)
+            if sure.get(name):
+                conf = self.confident.setdefault(f"{item.kind}.{name}", FieldTally())
+                conf.total += 1
+                conf.correct += right
         if not wrong:
             self.exact[item.kind] += 1
         elif len(self.failures) < 50:
@@ -112,7 +118,29 @@ class Scores:
                                "exact_match": self.exact[kind] / self.count[kind] if self.count[kind] else 0.0}
                         for kind in self.count},
             "failures": self.failures,
+            "confident": _confident_report(self.confident, total),
         }
+
+
+def _confidence(item: EvalItem, pred: dict[str, Any] | None) -> dict[str, bool]:
+    """The per-field confidence `pipeline run` writes for this output (real documents only)."""
+    if not item.real or pred is None:
+        return {}
+    if item.embedded is not None:
+        return {name: True for name in item.gold}
+    from pipeline.grounding import field_confidence
+
+    return field_confidence(pred, item.document_text or "")
+
+
+def _confident_report(tallies: dict[str, FieldTally], total: int) -> dict[str, Any] | None:
+    """Precision of the fields marked confident, and their share of all scored fields."""
+    if not tallies:
+        return None
+    n = sum(t.total for t in tallies.values())
+    right = sum(t.correct for t in tallies.values())
+    return {"precision": right / n if n else 0.0, "marked": n, "right": right, "share_of_fields": n / total if total else 0.0,
+            "fields": {k: {"marked": t.total, "right": t.correct} for k, t in sorted(tallies.items())}}
 
 
 def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem], int]:
@@ -142,16 +170,45 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
     return items, skipped
 
 
-def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = "auto") -> tuple[list[EvalItem], int]:
-    """Scored items of a real gold set (`pipeline.real_gold`): each PDF read as `pipeline run` reads it, its
-    embedded e-invoice parsed when `extraction="auto"`. A PDF the pipeline cannot read scores as all wrong."""
+def _read_gold_pdf(pdf: Path, text_cache: Path | None) -> Any:
+    """The PDF as `pipeline run` reads it: pypdf's text, OCR on pages without a text layer. `text_cache` keeps OCR's
+    page texts per file content and OCR settings, so repeated evaluations of a scanned set OCR each page once."""
+    import hashlib
+
+    from pipeline.ingest.ocr import OcrSettings, engine, ocr_pdf_pages
+    from pipeline.ingest.pdf import PdfDocument, read_pdf, with_ocr
+
+    data = pdf.read_bytes()
+    read = read_pdf(data, pdf.name, allow_no_text=True)
+    if not isinstance(read, PdfDocument) or not read.ocr_pages or engine() is None:
+        return read
+    settings = OcrSettings()
+    cached = None
+    if text_cache is not None:
+        key = hashlib.sha256(data + settings.label().encode()).hexdigest()[:32]
+        cached = text_cache / f"{key}.json"
+        if cached.is_file():
+            got = json.loads(cached.read_text(encoding="utf-8"))
+            return with_ocr(read, {int(k): v for k, v in got["texts"].items()}, got["engine"])
+    result = ocr_pdf_pages(data, read.ocr_pages, settings)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps({"engine": result.engine, "texts": result.texts}), encoding="utf-8")
+    return with_ocr(read, result.texts, result.engine)
+
+
+def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = "auto", split: str = "all",
+                    text_cache: Path | None = None) -> tuple[list[EvalItem], int]:
+    """Scored items of a real gold set (`pipeline.real_gold`): each PDF read as `pipeline run` reads it (OCR on
+    scanned pages), its embedded e-invoice parsed when `extraction="auto"`. A PDF the pipeline cannot read scores
+    as all wrong."""
     from pipeline.einvoice import einvoice_fields
-    from pipeline.ingest.pdf import PdfDocument, read_pdf
+    from pipeline.ingest.pdf import PdfDocument
     from pipeline.real_gold import SCORED_FIELDS, load_gold_dir
 
     items = []
-    for doc in load_gold_dir(gold_dir)[:limit]:
-        read = read_pdf(doc.pdf.read_bytes(), doc.pdf.name)
+    for doc in load_gold_dir(gold_dir, split)[:limit]:
+        read = _read_gold_pdf(doc.pdf, text_cache)
         text = read.text if isinstance(read, PdfDocument) else ""
         embedded = None
         if extraction == "auto" and isinstance(read, PdfDocument) and read.einvoice_xml:
@@ -241,7 +298,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
              progress: bool = False, compare_to: str | Path | None = None, grounding: bool = True,
              kv_cache_dtype: str = "auto", gold_dir: str | Path | None = None,
              extraction: str = "auto", speculative: dict[str, Any] | None = None,
-             llm: Any = None) -> dict[str, Any]:
+             llm: Any = None, split: str = "all", text_cache: str | Path | None = None) -> dict[str, Any]:
     """Score the model on the gold set; returns (and optionally writes) the JSON report.
 
     `speculative`: an engine speculative_config (greedy decoding: the outputs must not change; `compare_to` a
@@ -271,7 +328,8 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     if backend not in ("engine", "hf"):
         raise ValueError(f"unknown backend {backend!r} (engine|hf)")
     if gold_dir is not None:
-        items, skipped = load_gold_items(Path(gold_dir), limit, extraction)
+        items, skipped = load_gold_items(Path(gold_dir), limit, extraction, split,
+                                         Path(text_cache) if text_cache else None)
     else:
         items, skipped = load_items(eval_dir, limit)
     tok = load_tokenizer(model_parts(model_dir)[0])
@@ -299,7 +357,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
         "speculative": speculative,
         "grounding": grounding and backend == "engine",
         "eval_dir": str(gold_dir if gold_dir is not None else eval_dir), "gold_set": "real" if gold_dir else "synthetic",
-        "extraction": extraction,
+        "extraction": extraction, "split": split if gold_dir is not None else None,
         "extraction_methods": {"embedded_xml": len(items) - len(model_items), "model": len(model_items)},
         "extraction_method_by_item": {it.id: "model" if it.embedded is None else "embedded_xml" for it in items},
         "n_documents": scores.count["document"], "n_windows": scores.count["window"],
@@ -333,6 +391,10 @@ def render_report(report: dict[str, Any]) -> None:
         table.add_row(f"{kind} exact", f"{k['exact_match']:.1%}", str(k["count"]))
     console = Console()
     console.print(table)
+    conf = report.get("confident")
+    if conf:
+        console.print(f"fields marked confident: {conf['marked']} ({conf['share_of_fields']:.1%} of all), "
+                      f"{conf['right']} right ({conf['precision']:.1%})")
     methods = report.get("extraction_methods")
     if report.get("gold_set") == "real" and methods:
         console.print(f"real gold set {report['eval_dir']}: extraction {report['extraction']} "
@@ -359,6 +421,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         report = run_eval(args.model, args.quantization, args.json, args.limit, args.eval_dir, args.backend,
                           progress=not args.no_progress, compare_to=args.compare_to, grounding=not args.no_grounding,
                           kv_cache_dtype=args.kv_cache_dtype, gold_dir=args.gold, extraction=args.extraction,
+                          split=args.split, text_cache=args.text_cache,
                           speculative=speculative_config(args.speculative, args.num_speculative_tokens))
     except (FileNotFoundError, ValueError) as exc:
         print(f"pipeline eval: {exc}", file=sys.stderr)
@@ -380,11 +443,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents and N windows")
     p.add_argument("--eval-dir", default=None, help="gold set directory (default data/eval)")
     p.add_argument("--gold", default=None, metavar="DIR",
-                   help="score a real gold set instead: PDFs with invoice2data or ZUGFeRD/Factur-X header JSON beside "
-                        "them (doc_type, issuer, invoice number, issue date, currency, grand total)")
+                   help="score a real gold set instead: PDFs with a fields, invoice2data or ZUGFeRD/Factur-X header JSON "
+                        "beside them (doc_type, issuer, invoice number, issue date, currency, grand total)")
     p.add_argument("--extraction", choices=["auto", "model"], default="auto",
                    help="with --gold: auto reads embedded e-invoice XML as `pipeline run` does; model scores the "
                         "model on every document")
+    p.add_argument("--split", choices=["all", "dev", "holdout"], default="all",
+                   help="with --gold: every document, the development slice, or the held-out slice (every 4th "
+                        "in name order)")
+    p.add_argument("--text-cache", default=None, metavar="DIR",
+                   help="with --gold: keep OCR's page texts here (per file and OCR settings) for repeated runs")
     p.add_argument("--backend", choices=["engine", "hf"], default="engine",
                    help="engine (constrained, default) or hf (transformers greedy, unconstrained reference)")
     p.add_argument("--compare-to", default=None, metavar="REPORT_JSON",

@@ -1,7 +1,9 @@
 """Real gold sets for `pipeline eval --gold DIR`: PDFs with invoice2data expectations or ZUGFeRD/Factur-X header
 JSON beside them, mapped onto the documents dataset's fields, and how each field is compared.
 
-Two gold formats are read, one JSON per PDF of the same stem:
+Three gold formats are read, one JSON per PDF of the same stem:
+- the documents dataset's own fields: an object with `doc_type`, `issuer`, `reference`, `date`, `currency`,
+  `amount` (null where the page does not show it), as in the shared `invoices_more/` and `receipts/` folders;
 - invoice2data test files: a list holding one object with `issuer`, `invoice_number`, `date` (ISO), `currency`,
   `amount` (a number);
 - ZUGFeRD/Factur-X header JSON taken from the embedded CII XML: `invoice_number`, `type_code`, `issue_date`
@@ -28,12 +30,17 @@ SCORED_FIELDS = ("doc_type", "issuer", "reference", "date", "currency", "amount"
 ISSUER_EXTRA_WORDS = 3
 
 
+HOLDOUT_EVERY = 4
+"""Every fourth gold document in name order (the 4th, 8th, ...) is held out: development looks at the others only,
+and the held-out slice is scored once a change is done (`pipeline eval --gold DIR --split holdout`)."""
+
+
 @dataclass(frozen=True)
 class GoldDocument:
     id: str
     pdf: Path
     gold: dict[str, Any]
-    source_format: str  # "invoice2data" | "zugferd"
+    source_format: str  # "fields" | "invoice2data" | "zugferd"
 
 
 def _words(s: str) -> list[str]:
@@ -98,8 +105,25 @@ def _from_zugferd(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def load_gold_dir(gold_dir: Path) -> list[GoldDocument]:
-    """Every PDF in `gold_dir` with a same-stem JSON in one of the two formats, in name order."""
+def _from_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    amount = obj.get("amount")
+    return {**{k: obj.get(k) for k in SCORED_FIELDS},
+            "amount": None if amount is None else f"{Decimal(str(amount)).quantize(Decimal('0.01'))}"}
+
+
+def split_gold(docs: list[GoldDocument], split: str) -> list[GoldDocument]:
+    """`dev`, `holdout` (every HOLDOUT_EVERY-th in name order) or `all`."""
+    if split == "all":
+        return docs
+    if split not in ("dev", "holdout"):
+        raise ValueError(f"unknown split {split!r} (dev|holdout|all)")
+    held = {i for i in range(len(docs)) if i % HOLDOUT_EVERY == HOLDOUT_EVERY - 1}
+    return [d for i, d in enumerate(docs) if (i in held) == (split == "holdout")]
+
+
+def load_gold_dir(gold_dir: Path, split: str = "all") -> list[GoldDocument]:
+    """Every PDF in `gold_dir` with a same-stem JSON in one of the three formats, in name order (`split`: see
+    `split_gold`)."""
     docs = []
     for pdf in sorted(gold_dir.glob("*.pdf")):
         path = pdf.with_suffix(".json")
@@ -110,11 +134,13 @@ def load_gold_dir(gold_dir: Path) -> list[GoldDocument]:
             if not obj:
                 continue
             gold, fmt = _from_invoice2data(obj[0]), "invoice2data"
+        elif isinstance(obj, dict) and set(SCORED_FIELDS) <= set(obj):
+            gold, fmt = _from_fields(obj), "fields"
         elif isinstance(obj, dict) and "invoice_number" in obj and ("grand_total" in obj or "seller" in obj):
             gold, fmt = _from_zugferd(obj), "zugferd"
         else:
-            raise ValueError(f"{path}: neither an invoice2data list nor a ZUGFeRD header object")
+            raise ValueError(f"{path}: not a fields object, an invoice2data list or a ZUGFeRD header object")
         docs.append(GoldDocument(pdf.stem, pdf, gold, fmt))
     if not docs:
         raise FileNotFoundError(f"no PDF with a gold JSON beside it in {gold_dir}")
-    return docs
+    return split_gold(docs, split)

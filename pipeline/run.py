@@ -396,7 +396,7 @@ def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str,
         1 for e in errs if e["unit"] == Unit.WINDOW and e["error_class"] == VALUE_OUT_OF_RANGE)
     row_errors = by_unit[Unit.ROW]
     rows_read = sum(f["n_records"] for f in files)  # what the readers saw, counted before any mapping or staging
-    pdf_files = sum(1 for f in files if f["kind"] == "pdf" and f["status"] != "duplicate")
+    pdf_files = sum(1 for f in files if f["kind"] in ("pdf", "einvoice") and f["status"] != "duplicate")
     ok_sources = set(tx_table.column("source_file").to_pylist()) | set(result.documents.column("source_file").to_pylist())
     err_sources = {e["source_file"] for e in errs}
     accounted = sum(1 for f in files if f["source_file"] in ok_sources or f["source_file"] in err_sources)

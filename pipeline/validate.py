@@ -39,9 +39,9 @@ def decoding_schema(kind: str, document_text: str | None = None,
     window's flags and risk level to what its counts support (`pipeline.grounding`)."""
     schema = _plain_schema(kind)
     if kind == "document" and document_text is not None:
-        from pipeline.grounding import document_candidates, grounded_schema
+        from pipeline.grounding import field_choices, grounded_schema
 
-        return grounded_schema(schema, document_candidates(document_text))
+        return grounded_schema(schema, field_choices(document_text))
     if kind == "window" and facts is not None:
         from pipeline.grounding.windows import grounded_window_schema
 

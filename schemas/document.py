@@ -16,13 +16,20 @@ ACCOUNT_PATTERN = r"^[A-Z0-9-]{4,34}$"
 
 
 class DocType(str, Enum):
-    """The five document families the extractor is trained on."""
+    """What data teams receive. The first five are the synthetic families the demo model is trained on; the rest
+    came with real documents (schema 2.0). `other`: none of these; a document is never forced into a family."""
 
     INVOICE = "invoice"
     BANK_STATEMENT = "bank_statement"
     KYC_NOTICE = "kyc_notice"
     TRADE_CONFIRMATION = "trade_confirmation"
     RESEARCH_NOTE = "research_note"
+    RECEIPT = "receipt"
+    CREDIT_NOTE = "credit_note"
+    UTILITY_BILL = "utility_bill"
+    PAYSLIP = "payslip"
+    FILING = "filing"
+    OTHER = "other"
 
 
 ShortText = Annotated[str, Field(min_length=1, max_length=80)]
@@ -37,15 +44,15 @@ class DocumentExtraction(BaseModel):
     model_config = ConfigDict(extra="forbid", use_enum_values=False)
 
     doc_type: DocType = Field(description="document family")
-    issuer: ShortText = Field(description="organisation that issued the document")
+    issuer: ShortText | None = Field(description="organisation that issued the document; null where none is named")
     counterparty: ShortText | None = Field(
         description="customer, account holder, client or covered company"
     )
     reference: Annotated[str, Field(min_length=1, max_length=40)] | None = Field(
         description="document number, statement/case/trade/report reference"
     )
-    date: Annotated[str, Field(pattern=ISO_DATE_PATTERN)] = Field(
-        description="document date, YYYY-MM-DD"
+    date: Annotated[str, Field(pattern=ISO_DATE_PATTERN)] | None = Field(
+        description="document date, YYYY-MM-DD; null where the document prints none"
     )
     currency: Annotated[str, Field(pattern=CURRENCY_PATTERN)] | None = Field(
         description="ISO 4217 code of the amount"

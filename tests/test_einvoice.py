@@ -81,3 +81,40 @@ def test_run_reads_einvoices_from_xml_and_the_rest_with_the_model(tmp_path: Path
     assert sum(llm3.calls) == 2
     methods = sorted(r["extraction_method"] for r in read_dataset(tmp_path / "out2", "documents").to_pylist())
     assert methods == ["model", "model"]
+
+
+# ------------------------------------------------------------------ every invoice and credit-note code (issue 38)
+
+@pytest.mark.parametrize("code, doc_type", [("380", "invoice"), ("204", "invoice"), ("575", "invoice"),
+                                            ("326", "invoice"), ("381", "credit_note"), ("261", "credit_note"),
+                                            ("396", "credit_note")])
+def test_every_untdid_1001_invoice_and_credit_note_code_is_read(code: str, doc_type: str) -> None:
+    xml = CII.replace("<ram:TypeCode>380</ram:TypeCode>", f"<ram:TypeCode>{code}</ram:TypeCode>")
+    assert einvoice_fields(xml.encode()) == {**EXPECTED, "doc_type": doc_type}
+
+
+def test_an_xml_listed_only_in_af_under_any_name_is_found(tmp_path: Path) -> None:
+    from tests.helpers.einvoices import af_only_pdf
+
+    found = embedded_xml(af_only_pdf(tmp_path / "af.pdf", CII).read_bytes())
+    assert found is not None and found[0] == "invoice-data.xml"
+    assert einvoice_fields(found[1]) == EXPECTED
+
+
+def test_a_non_standard_encoding_declaration_does_not_hide_the_invoice() -> None:
+    xml = CII.replace('encoding="UTF-8"', 'encoding="UTF-8_W/O_BOM"')
+    assert einvoice_fields(xml.encode()) == EXPECTED
+
+
+def test_a_standalone_xml_einvoice_is_a_document_read_from_its_xml(tmp_path: Path, fake_model: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "xrechnung.xml").write_text(UBL, encoding="utf-8")
+    (inputs / "order.xml").write_text("<Order><ID>1</ID></Order>", encoding="utf-8")  # not an e-invoice
+    summary, llm = _run(inputs, tmp_path / "out", fake_model)
+    rows = read_dataset(tmp_path / "out", "documents").to_pylist()
+    assert summary.reconciliation["balanced"] and sum(llm.calls) == 0
+    assert len(rows) == 1 and rows[0]["source_file"] == "xrechnung.xml"
+    assert rows[0]["extraction_method"] == "embedded_xml" and {k: rows[0][k] for k in EXPECTED} == EXPECTED
+    errors = read_dataset(tmp_path / "out", "errors").to_pylist()
+    assert [e["source_file"] for e in errors] == ["order.xml"]

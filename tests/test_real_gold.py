@@ -44,12 +44,26 @@ def _gold_dir(tmp_path: Path) -> Path:
     (d / "i2d_two.json").write_text(json.dumps([{"issuer": "Musterfirma KG", "invoice_number": "4711",
                                                   "date": "2024-02-01", "currency": "EUR", "amount": 12.5}]))
     make_pdf(d / "no_gold.pdf", ["not scored"])
+    make_pdf(d / "r_three.pdf", ["KEDAI MAJU SDN BHD\nTOTAL RM 4.00"])
+    (d / "r_three.json").write_text(json.dumps({"doc_type": "receipt", "issuer": "KEDAI MAJU SDN BHD",
+                                                 "reference": None, "date": None, "currency": "MYR", "amount": "4.0"}))
     return d
 
 
-def test_load_gold_dir_reads_both_formats(tmp_path: Path) -> None:
+def test_load_gold_dir_reads_all_three_formats_and_splits_off_a_held_out_slice(tmp_path: Path) -> None:
     docs = {d.id: d for d in load_gold_dir(_gold_dir(tmp_path))}
-    assert sorted(docs) == ["i2d_two", "zf_one"]
+    assert sorted(docs) == ["i2d_two", "r_three", "zf_one"]
+    assert docs["r_three"].gold == {"doc_type": "receipt", "issuer": "KEDAI MAJU SDN BHD", "reference": None,
+                                    "date": None, "currency": "MYR", "amount": "4.00"}
+    for n in (3, 8, 13):
+        folder = tmp_path / f"split{n}"
+        folder.mkdir()
+        for i in range(n):
+            make_pdf(folder / f"d{i:02d}.pdf", [f"doc {i}"])
+            (folder / f"d{i:02d}.json").write_text(json.dumps({k: None for k in docs["r_three"].gold}))
+        dev, held = load_gold_dir(folder, "dev"), load_gold_dir(folder, "holdout")
+        assert {d.id for d in dev} | {d.id for d in held} == {f"d{i:02d}" for i in range(n)}
+        assert not {d.id for d in dev} & {d.id for d in held} and len(held) == n // 4
     assert docs["i2d_two"].gold == {"doc_type": "invoice", "issuer": "Musterfirma KG", "reference": "4711",
                                     "date": "2024-02-01", "currency": "EUR", "amount": "12.50"}
     assert docs["zf_one"].gold == {k: EXPECTED[k] for k in docs["zf_one"].gold}
@@ -61,11 +75,11 @@ def test_load_gold_dir_reads_both_formats(tmp_path: Path) -> None:
 def test_eval_gold_scores_the_embedded_xml_path_and_the_model(tmp_path: Path) -> None:
     gold = _gold_dir(tmp_path)
     auto = run_eval(DEMO_MODEL_DIR, gold_dir=gold, progress=False)
-    assert auto["gold_set"] == "real" and auto["n_documents"] == 2
-    assert auto["extraction_methods"] == {"embedded_xml": 1, "model": 1}
+    assert auto["gold_set"] == "real" and auto["n_documents"] == 3
+    assert auto["extraction_methods"] == {"embedded_xml": 1, "model": 2}
     assert json.loads(auto["outputs"]["zf_one"]) == EXPECTED
     model = run_eval(DEMO_MODEL_DIR, gold_dir=gold, extraction="model", progress=False)
-    assert model["extraction_methods"] == {"embedded_xml": 0, "model": 2}
+    assert model["extraction_methods"] == {"embedded_xml": 0, "model": 3}
     assert model["schema_validity"] == 1.0
 
 

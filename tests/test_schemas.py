@@ -51,7 +51,7 @@ def test_compact_json_is_the_training_target_format():
 
 
 @pytest.mark.parametrize("field,value", [("date", "05.03.2024"), ("amount", "1,234.50"), ("amount", "12.5"),
-                                         ("currency", "eur"), ("account", "DE89 3704"), ("doc_type", "receipt")])
+                                         ("currency", "eur"), ("account", "DE89 3704"), ("doc_type", "memo")])
 def test_document_fields_reject_unnormalised_values(field, value):
     with pytest.raises(ValidationError):
         DocumentExtraction.model_validate({**DOC, field: value})
@@ -60,8 +60,11 @@ def test_document_fields_reject_unnormalised_values(field, value):
 def test_nullable_document_fields():
     doc = DocumentExtraction.model_validate({**DOC, "currency": None, "amount": None, "account": None})
     assert '"amount":null' in to_compact_json(doc)
+    # schema 2.0: a document need not name its issuer or print a date (never invented), but always has a type
+    nameless = DocumentExtraction.model_validate({**DOC, "issuer": None, "date": None})
+    assert nameless.issuer is None and nameless.date is None
     with pytest.raises(ValidationError):
-        DocumentExtraction.model_validate({**DOC, "issuer": None})
+        DocumentExtraction.model_validate({**DOC, "doc_type": None})
 
 
 def test_flags_must_be_canonical_and_unique():
@@ -76,7 +79,8 @@ def test_flags_must_be_canonical_and_unique():
 def test_arrow_schemas_follow_the_pydantic_models():
     doc = arrow_schema_for(DocumentExtraction)
     assert doc.names == list(DocumentExtraction.model_fields)
-    assert doc.field("issuer").nullable is False and doc.field("amount").nullable is True
+    assert doc.field("doc_type").nullable is False and doc.field("amount").nullable is True
+    assert doc.field("issuer").nullable is True and doc.field("date").nullable is True
     assert all(f.type == pa.string() for f in doc)
     win = arrow_schema_for(AccountWindowSummary)
     assert win.field("flags").type == pa.list_(pa.string())

@@ -1,4 +1,4 @@
-"""Grounded extraction: every value the model emits must be one the document prints.
+"""Grounded extraction: candidates per field from where the document labels them, then the model's choice.
 
 A small model copies long digit runs imperfectly (an IBAN drifts into repeated digits, an amount borrows digits
 from a nearby reference) and fills names from its training set. Those are hallucinations no schema pattern can
@@ -11,25 +11,35 @@ one; the constraint only rules out values the document never states.
     dates.py     dates in numeric and month-name forms, months in several languages (dateparser)
     amounts.py   amounts in any locale, credit notes' absolute totals; currency codes and symbols
     accounts.py  IBANs validated by checksum (schwifty), other account numbers
-    spans.py     issuer / counterparty / reference candidates: verbatim spans of the text
-    schema.py    narrowing a decoding schema to the candidates, and the `grounded` check of a finished row
+    spans.py     counterparty candidates: verbatim spans of the text
+    labels.py    the labels documents print next to amounts, dates and numbers, per tier, in many languages
+    labelled.py  which label each printed value sits under (same line, line below, header row over value row)
+    locale.py    the document's country (IBAN, VAT number, legal suffix, currency) -> date order and currency
+    choices.py   tiered candidates per field (strong label > weak label > unlabelled > labelled as something else)
+    issuer.py    issuer candidates: legal-entity names and the sender block, never the recipient's
+    doc_types.py document type from title words and cues
+    schema.py    narrowing a decoding schema to the candidates; `grounded` and per-field confidence of a row
 
 The engine stays unaware of this: it receives an ordinary JSON schema per request.
 """
 
 from pipeline.grounding.accounts import account_candidates
-from pipeline.grounding.amounts import amount_candidates, currency_candidates, total_candidates
+from pipeline.grounding.amounts import amount_candidates, currency_candidates
 from pipeline.grounding.dates import date_candidates
+from pipeline.grounding.choices import Choice, document_choices
 from pipeline.grounding.schema import (
     CANDIDATE_FIELDS,
+    CHOICE_FIELDS,
     GROUNDING_VERSION,
     MAX_ENUM_VALUES,
     document_candidates,
+    field_choices,
+    field_confidence,
     grounded_schema,
     is_grounded,
 )
-from pipeline.grounding.spans import party_candidates, reference_candidates
+from pipeline.grounding.spans import party_candidates
 
-__all__ = ["CANDIDATE_FIELDS", "GROUNDING_VERSION", "MAX_ENUM_VALUES", "account_candidates", "amount_candidates",
-           "currency_candidates", "date_candidates", "document_candidates", "grounded_schema", "is_grounded",
-           "party_candidates", "reference_candidates", "total_candidates"]
+__all__ = ["CANDIDATE_FIELDS", "CHOICE_FIELDS", "Choice", "GROUNDING_VERSION", "MAX_ENUM_VALUES", "account_candidates",
+           "amount_candidates", "currency_candidates", "date_candidates", "document_candidates", "document_choices",
+           "field_choices", "field_confidence", "grounded_schema", "is_grounded", "party_candidates"]

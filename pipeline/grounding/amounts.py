@@ -15,7 +15,7 @@ from pipeline.grounding._common import in_order
 # An amount with exactly two decimals; thousands grouped by one separator that differs from the decimal mark.
 # Matched at every start position (lookahead) so "12 345,67" also yields "345,67".
 _AMOUNT = re.compile(
-    r"(?=(?<![\w.,\-\u2212])(?P<sign>[-\u2212] ?)?(?P<int>\d{1,3}(?:(?P<grp>[,. \u00a0'])\d{3})(?:(?P=grp)\d{3})*|\d+)"
+    r"(?=(?<![\w.,'\-\u2212])(?P<sign>[-\u2212] ?)?(?P<int>\d{1,3}(?:(?P<grp>[,. \u00a0'])\d{3})(?:(?P=grp)\d{3})*|\d+)"
     r"(?P<dec>[.,])(?P<frac>\d{2})(?!\d|[.,]\d))"
 )
 # Currency symbols that name one currency in the documents this pipeline reads; "$" alone is read as USD (a CAD or
@@ -24,11 +24,14 @@ CURRENCY_SYMBOLS = {"\u20ac": "EUR", "\u00a3": "GBP", "$": "USD", "US$": "USD", 
                     "Rs": "INR", "\u00a5": "JPY", "Fr.": "CHF", "z\u0142": "PLN", "K\u010d": "CZK", "\u20bd": "RUB"}
 _SYMBOL = "|".join(re.escape(s) for s in sorted(CURRENCY_SYMBOLS, key=len, reverse=True))
 _SYMBOL_RE = re.compile(rf"(?<![A-Za-z])(?:{_SYMBOL})(?![A-Za-z])")
-_CODE_RE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
+_CODE_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{3}(?![A-Za-z0-9])")
 # A whole amount without decimals counts only next to a currency code or symbol ("EUR 1,200", "$950", "Rs 1939").
-_CCY = rf"(?:\b[A-Z]{{3}}|{_SYMBOL})"
+_CCY = rf"(?:\b(?P<code>[A-Z]{{3}})|{_SYMBOL})"
 _WHOLE = r"(?P<sign>[-\u2212] ?)?(?P<int>\d{1,3}(?:(?P<grp>[,. \u00a0'])\d{3})(?:(?P=grp)\d{3})*|\d+)(?![\d]|[.,]\d)"
 # A currency after a whole number is its unit only if no number follows it ("2014 $4.11": the $ is 4.11's).
+# "$2,779.5": one decimal, but a currency sign in front says it is money (the cents' trailing zero dropped).
+_ONE_DECIMAL = re.compile(rf"{_CCY} ?(?P<sign>[-\u2212] ?)?(?P<int>\d{{1,3}}(?:(?P<grp>[,. \u00a0'])\d{{3}})*|\d+)"
+                          rf"(?P<dec>[.,])(?P<frac>\d)(?![\d]|[.,]\d)")
 _WHOLE_AMOUNT = (re.compile(rf"{_CCY} ?{_WHOLE}"),
                  re.compile(rf"(?<![\w.,\-\u2212]){_WHOLE} ?{_CCY}(?![A-Za-z])(?! ?\d)"))
 
@@ -37,43 +40,32 @@ def _plain(sign: str | None, whole: str, frac: str) -> str:
     return f"{'-' if sign else ''}{int(re.sub(r'[^0-9]', '', whole))}.{frac}"
 
 
-def amount_candidates(text: str) -> list[str]:
-    """Plain-decimal form ("-1234.50") of every amount the text prints, whatever its locale: any number with two
-    decimals, and whole numbers printed next to a currency ("EUR 1.200" -> "1200.00"). A negative amount also
-    yields its absolute value: a credit note prints "-233,47 €" and its total is 233.47."""
-    found: list[tuple[int, str]] = []
+def amount_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, plain decimal) of every amount the text prints (see `amount_candidates`), in text order."""
+    found: list[tuple[int, int, str]] = []
     for m in _AMOUNT.finditer(text):
         grp, dec = m["grp"], m["dec"]
         if grp and grp in ".," and grp == dec:
             continue  # "1.234.56" is not an amount
-        found.append((m.start(), _plain(m["sign"], m["int"], m["frac"])))
-    for rx in _WHOLE_AMOUNT:
-        found.extend((m.start("int"), _plain(m["sign"], m["int"], "00")) for m in rx.finditer(text))
+        start = m.start("sign") if m["sign"] else m.start("int")
+        found.append((start, m.end("frac"), _plain(m["sign"], m["int"], m["frac"])))
+    for m in _ONE_DECIMAL.finditer(text):
+        if (m["code"] is None or m["code"] in iso_currencies()) and not (m["grp"] and m["grp"] == m["dec"]):
+            found.append((m.start("int"), m.end("frac"), _plain(m["sign"], m["int"], m["frac"] + "0")))
+    for rx in _WHOLE_AMOUNT:  # a code must be an ISO 4217 one: "INV-100" is an invoice number, not -100 of INV
+        found.extend((m.start("int"), m.end("int"), _plain(m["sign"], m["int"], "00")) for m in rx.finditer(text)
+                     if m["code"] is None or m["code"] in iso_currencies())
+    found.sort()
+    return found
+
+
+def amount_candidates(text: str) -> list[str]:
+    """Plain-decimal form ("-1234.50") of every amount the text prints, whatever its locale: any number with two
+    decimals, and whole numbers printed next to a currency ("EUR 1.200" -> "1200.00"). A negative amount also
+    yields its absolute value: a credit note prints "-233,47 €" and its total is 233.47."""
+    found: list[tuple[float, str]] = [(start, value) for start, _, value in amount_spans(text)]
     found += [(pos + 0.5, value[1:]) for pos, value in found if value.startswith("-")]
-    return in_order(found)
-
-
-# Labels of a document's total in the languages the pipeline reads: total, totaal, Gesamt-, -summe, -betrag,
-# zu zahlen, amount/balance due, payable, à payer, TTC, te betalen, importe total, montant dû, totale.
-_TOTAL_LABEL = re.compile(
-    r"(?i)(?<![^\W\d_])(?:grand\s+total|total|totaal|totale|gesamt\w*|\w*summe|\w*betrag|zu\s+zahlen|amount\s+due|"
-    r"balance\s+due|due|payable|[\u00e0a]\s+payer|ttc|te\s+betalen|importe\s+total|montant\s+(?:total|d[\u00fbu]))"
-    r"(?![^\W\d_])")
-
-
-def total_candidates(text: str) -> list[str]:
-    """The amounts on lines that carry a total label (or on the line below a label that has none of its own),
-    when the text has any; otherwise every amount. The total an invoice means is printed by its label, not among
-    the unit prices, quantities and tax lines around it; the model still chooses among net, tax and gross."""
-    lines = text.splitlines()
-    found: list[str] = []
-    for i, line in enumerate(lines):
-        if _TOTAL_LABEL.search(line):
-            values = amount_candidates(line)
-            if not values and i + 1 < len(lines):
-                values = amount_candidates(lines[i + 1])
-            found.extend(values)
-    return list(dict.fromkeys(found)) or amount_candidates(text)
+    return in_order(found)  # type: ignore[arg-type]
 
 
 @lru_cache(maxsize=1)
@@ -83,9 +75,78 @@ def iso_currencies() -> frozenset[str]:
     return frozenset(list_currencies())
 
 
-def currency_candidates(text: str) -> list[str]:
-    """ISO 4217 codes the text prints (as codes, or as a symbol that names one currency), in document order."""
+# Symbols that name one currency wherever they are printed; "$", "kr", "¥" and the like are read by the
+# document's country (`_local_symbol`), and only fall back to this table when the country is unknown.
+_GLOBAL_SYMBOLS = {**CURRENCY_SYMBOLS, "RM": "MYR", "S$": "SGD", "A$": "AUD", "C$": "CAD", "HK$": "HKD",
+                   "NZ$": "NZD", "R$": "BRL", "Rp": "IDR", "₩": "KRW", "₺": "TRY", "฿": "THB",
+                   "₫": "VND", "₱": "PHP", "₪": "ILS", "Ft": "HUF", "kr": "SEK", "kr.": "DKK",
+                   "lei": "RON", "CHF": "CHF"}
+# Symbols many countries' currencies use: read in the document's country, or not at all once that is known.
+_SHARED_SYMBOLS = frozenset({"$", "kr", "kr.", "\u00a5", "Fr."})
+# Letters-only symbols are also words ("RM" a room, "Ft" feet, "kr" an abbreviation): they count only next to a
+# number or as a column unit in parentheses.
+_WORDLIKE = frozenset(s for s in _GLOBAL_SYMBOLS if s.rstrip(".").isalpha())
+_ALL_SYMBOLS = "|".join(re.escape(s) for s in sorted(_GLOBAL_SYMBOLS, key=len, reverse=True))
+_ANY_SYMBOL_RE = re.compile(rf"(?<![A-Za-z])(?:{_ALL_SYMBOLS})(?![A-Za-z])")
+_NUMBER_AFTER = re.compile(r"^[ \t\u00a0]{0,2}[-\u2212]?\d")  # on the same line
+_NUMBER_BEFORE = re.compile(r"\d[ \t\u00a0]{0,2}$")
+_NUMBER_WORDS = re.compile(r"(?i)^\s+(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+                           r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|lakh|million)\b")
+_CURRENCY_LABEL = re.compile(r"(?i)(?<![^\W\d_])(?:currency|währung|devise|moneda|valuta|divisa|munt|in|amount|betrag|"
+                             r"montant|importe|total)\s*[:(]?\s*$")
+
+
+@lru_cache(maxsize=256)
+def _local_symbol(symbol: str, country: str) -> str | None:
+    """The currency of `country` whose symbol in that country's locale (CLDR, through babel) is `symbol`."""
+    from babel import Locale, UnknownLocaleError
+    from babel.languages import get_official_languages
+    from babel.numbers import get_currency_symbol, get_territory_currencies
+
+    for code in get_territory_currencies(country, tender=True):
+        for lang in (*get_official_languages(country), "en"):
+            try:
+                Locale(lang, country)
+            except (UnknownLocaleError, ValueError):
+                continue
+            if get_currency_symbol(code, f"{lang}_{country}").casefold() == symbol.casefold():
+                return code
+    return None
+
+
+def _near_number(text: str, start: int, end: int) -> bool:
+    return bool(_NUMBER_AFTER.search(text[end:end + 3]) or _NUMBER_BEFORE.search(text[max(0, start - 3):start]))
+
+
+def currency_spans(text: str, country: str | None = None) -> list[tuple[int, int, str]]:
+    """(start, end, ISO 4217 code) of each currency the text names as the unit of an amount: a code next to a
+    number, in parentheses, after a currency label, or before an amount in words; a symbol (read in the
+    document's `country` where its CLDR locale uses it, e.g. "kr" in Norway is NOK). A code inside a name is not a
+    currency: "SDN BHD" is a Malaysian company suffix, not Bahraini dinars."""
     codes = iso_currencies()
-    found = [(m.start(), m.group(0)) for m in _CODE_RE.finditer(text) if m.group(0) in codes]
-    found += [(m.start(), CURRENCY_SYMBOLS[m.group(0)]) for m in _SYMBOL_RE.finditer(text)]
-    return in_order(found)
+    found: list[tuple[int, int, str]] = []
+    for m in _CODE_RE.finditer(text):
+        code = m.group(0)
+        if code not in codes:
+            continue
+        start, end = m.span()
+        before = text[max(0, start - 24):start]
+        if (_near_number(text, start, end) or text[start - 1:start] == "(" or _CURRENCY_LABEL.search(before)
+                or _NUMBER_WORDS.match(text[end:end + 12]) or text[end:end + 1] == ")"):
+            found.append((start, end, code))
+    for m in _ANY_SYMBOL_RE.finditer(text):
+        symbol = m.group(0)
+        start, end = m.span()
+        if symbol in _WORDLIKE and not (_near_number(text, start, end) or text[start - 1:start] == "("):
+            continue
+        code = (_local_symbol(symbol, country) if country else None) or _GLOBAL_SYMBOLS[symbol]
+        if country and symbol in _SHARED_SYMBOLS and code != _local_symbol(symbol, country):
+            continue  # "$" on a Malaysian receipt is not US dollars: of the many "$" currencies, none is local
+        found.append((start, end, code))
+    found.sort()
+    return found
+
+
+def currency_candidates(text: str, country: str | None = None) -> list[str]:
+    """ISO 4217 codes the text names as a unit (see `currency_spans`), in document order."""
+    return in_order([(start, code) for start, _, code in currency_spans(text, country)])

@@ -1,60 +1,59 @@
-"""Narrowing a document's decoding schema to the values its text prints, and checking a finished row."""
+"""Narrowing a document's decoding schema to its candidates, and what a finished row can be trusted for."""
 
 from __future__ import annotations
 
 import copy
 import re
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from pipeline.grounding.accounts import account_candidates
-from pipeline.grounding.amounts import currency_candidates, total_candidates
-from pipeline.grounding.dates import date_candidates
-from pipeline.grounding.spans import party_candidates, reference_candidates
+from pipeline.grounding.choices import LABELLED_TIERS, Choice, document_choices
+from pipeline.grounding.spans import party_candidates
 
 # v2.2: a labelled invoice number limits the reference to labelled values; v2.3: a labelled total, the amount;
-# v2.4: a window's flags and risk level bounded by its non-zero counts (pipeline.grounding.windows)
-GROUNDING_VERSION = "ground-v2.4"
+# v2.4: a window's flags and risk level bounded by its non-zero counts (pipeline.grounding.windows);
+# v3: candidates tiered by the label they sit under (pipeline.grounding.choices), doc type and issuer candidates,
+# the date order and currency of the document's country
+GROUNDING_VERSION = "ground-v3"
 """Part of every model row's id: new scanners can change what the model may answer."""
 
-CANDIDATE_FIELDS: dict[str, Callable[[str], list[str]]] = {
-    "issuer": party_candidates, "counterparty": party_candidates, "reference": reference_candidates,
-    "date": date_candidates, "currency": currency_candidates, "amount": total_candidates,
-    "account": account_candidates,
-}
-"""Document fields whose decoding is narrowed to values found in the text, and their scanners."""
+CHOICE_FIELDS = ("doc_type", "issuer", "reference", "date", "currency", "amount")
+"""Fields whose candidates come tiered from `pipeline.grounding.choices`."""
 
-SPAN_FIELDS = ("issuer", "counterparty", "reference")
-"""Fields whose value must be a verbatim span of the text (up to whitespace and case)."""
+SCANNED_FIELDS: dict[str, Callable[[str], list[str]]] = {"counterparty": party_candidates,
+                                                         "account": account_candidates}
+"""Fields still narrowed to every value of their kind the text prints."""
 
-NULL_WITHOUT_CANDIDATES = frozenset({"currency"})
-"""Fields that are null when the text names no candidate (a document that prints no currency has none); the
-others keep their plain pattern, so nothing the model could say before is lost on text the scanners miss."""
+CANDIDATE_FIELDS = CHOICE_FIELDS + tuple(SCANNED_FIELDS)
 
 # Most values one field's enum may list. A long statement can hold thousands of amounts; every enum value becomes
 # grammar the matcher walks at each step and schema compilation grows with it, so one document could stall its
 # whole bucket. Past the cap the enum keeps the first and the last values in document order (dates and parties
 # sit near the top, totals near the bottom).
 MAX_ENUM_VALUES = 64
-# Names and numbers: a page yields a few hundred spans, and the right one sits anywhere in it (a seller in the
-# footer, a customer in the middle), so these enums may be longer; they are literals of a few words each.
+# Names: a page yields a few hundred spans, and the right one sits anywhere in it (a customer in the middle), so
+# these enums may be longer; they are literals of a few words each.
 MAX_SPAN_VALUES = 512
 
 
 @lru_cache(maxsize=256)
 def _scanned(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Every scanner's values for one text, once: the decoding schema and the finished row's `grounded` check
-    both ask for the same document, and the date scanner (dateparser) is the costly part."""
-    by_scan: dict[Callable[[str], list[str]], tuple[str, ...]] = {}
-    for scan in CANDIDATE_FIELDS.values():
-        if scan not in by_scan:
-            by_scan[scan] = tuple(scan(text))
-    return tuple((name, by_scan[scan]) for name, scan in CANDIDATE_FIELDS.items())
+    return tuple((name, tuple(scan(text))) for name, scan in SCANNED_FIELDS.items())
+
+
+def field_choices(text: str) -> dict[str, Choice]:
+    """Every candidate field's choice: tiered candidates for the scored fields, every printed value for the
+    others (nullable: a document need not name them)."""
+    out = dict(document_choices(text).fields)
+    for name, values in _scanned(text):
+        out[name] = Choice(values, "printed" if values else "none", nullable=True)
+    return out
 
 
 def document_candidates(text: str) -> dict[str, list[str]]:
-    return {name: list(values) for name, values in _scanned(text)}
+    return {name: list(choice.values) for name, choice in field_choices(text).items()}
 
 
 def _capped(values: list[str], cap: int = MAX_ENUM_VALUES) -> list[str]:
@@ -64,53 +63,77 @@ def _capped(values: list[str], cap: int = MAX_ENUM_VALUES) -> list[str]:
     return values[:head] + values[len(values) - (cap - head):]
 
 
-def _narrow(prop: dict[str, Any], values: list[str], null_if_none: bool, cap: int = MAX_ENUM_VALUES) -> dict[str, Any]:
-    """`prop` with its string branch replaced by an enum of (at most MAX_ENUM_VALUES of) the values its pattern
-    and lengths accept; with none, the string branch is kept, or dropped when `null_if_none` and null is allowed."""
+def _narrow(prop: dict[str, Any], choice: Choice, cap: int) -> dict[str, Any]:
+    """`prop` with its string branch replaced by an enum of the candidates its pattern and lengths accept, and its
+    null branch kept only where the choice allows null. With no candidate, null alone where the schema allows it;
+    otherwise the property is left as it is."""
     branches = prop["anyOf"] if "anyOf" in prop else [prop]
-    nullable = any(b.get("type") == "null" for b in branches)
+    has_null = any(b.get("type") == "null" for b in branches)
     out = []
     for branch in branches:
-        if branch.get("type") == "string" and "enum" not in branch:
+        if branch.get("type") == "null":
+            continue
+        if "enum" in branch:  # an enum type (doc_type): its members that are candidates
+            kept = [v for v in branch["enum"] if v in choice.values]
+        elif branch.get("type") == "string":
             pattern = branch.get("pattern")
             lo, hi = branch.get("minLength", 0), branch.get("maxLength", 10**9)
-            kept = [v for v in values if (pattern is None or re.search(pattern, v)) and lo <= len(v) <= hi]
-            if not kept:
-                if null_if_none and nullable:
-                    continue
-                return prop
-            branch = {"type": "string", "enum": _capped(kept, cap)}
-        out.append(branch)
-    if "anyOf" not in prop:
-        return out[0]
+            kept = [v for v in choice.values if (pattern is None or re.search(pattern, v)) and lo <= len(v) <= hi]
+        else:
+            out.append(branch)
+            continue
+        if kept:
+            out.append({"type": "string", "enum": _capped(list(dict.fromkeys(kept)), cap)})
+    if has_null and (choice.nullable or not out):
+        out.append({"type": "null"})
+    if not out:
+        return prop
     return out[0] if len(out) == 1 else {"anyOf": out}
 
 
-def grounded_schema(schema: dict[str, Any], candidates: dict[str, list[str]]) -> dict[str, Any]:
-    """Copy of a decoding schema whose candidate fields only admit the given values (or null where allowed)."""
+def grounded_schema(schema: dict[str, Any], choices: dict[str, Choice]) -> dict[str, Any]:
+    """Copy of a decoding schema whose candidate fields only admit their candidates (or null where allowed)."""
     out = copy.deepcopy(schema)
-    for name, values in candidates.items():
-        if name in out["properties"] and (values or name in NULL_WITHOUT_CANDIDATES):
-            cap = MAX_SPAN_VALUES if name in SPAN_FIELDS else MAX_ENUM_VALUES
-            out["properties"][name] = _narrow(out["properties"][name], values, name in NULL_WITHOUT_CANDIDATES, cap)
+    for name, choice in choices.items():
+        if name not in out["properties"]:
+            continue
+        prop = out["properties"][name]
+        if "$ref" in prop:  # an enum type: inline it so it can be narrowed
+            ref = prop["$ref"].rsplit("/", 1)[-1]
+            prop = copy.deepcopy(schema.get("$defs", {}).get(ref, prop))
+        cap = MAX_SPAN_VALUES if name in ("issuer", "counterparty", "reference") else MAX_ENUM_VALUES
+        out["properties"][name] = _narrow(prop, choice, cap)
     return out
 
 
-def _squash(s: str) -> str:
-    return " ".join(s.split()).casefold()
+def field_confidence(fields: dict[str, Any], text: str) -> dict[str, bool]:
+    """Per scored field: True when the value is the one candidate a labelled place (or the page's arithmetic)
+    left, so no choice was made; False where the model chose among several, or took an unlabelled value."""
+    choices = document_choices(text).fields
+    out = {}
+    for name in CHOICE_FIELDS:
+        choice, value = choices[name], fields.get(name)
+        if value is None:  # null is sure only where the page offers no candidate at all
+            out[name] = not choice.values and choice.tier == "none"
+        else:
+            out[name] = choice.decided and value in choice.values
+    return out
 
 
 def is_grounded(fields: dict[str, Any], text: str) -> bool:
-    """Whether every value an extraction holds is one the document states: names and numbers as spans of its
-    text; dates, amounts, accounts and currencies among the values its scanners find."""
-    squashed = _squash(text)
-    found = document_candidates(text)
-    for name in SPAN_FIELDS:
+    """Whether every value the row holds was taken from where the document labels it: reference, date and amount
+    from under their labels, the currency printed as a unit, the issuer from the sender block; counterparty and
+    account among the values the text prints."""
+    choices = field_choices(text)
+    for name in ("issuer", "reference", "date", "amount"):
         value = fields.get(name)
-        if value is not None and _squash(str(value)) not in squashed:
+        if value is not None and not (value in choices[name].values and choices[name].tier in (*LABELLED_TIERS, "proven")):
             return False
-    for name in ("date", "currency", "amount", "account"):
+    currency = fields.get("currency")
+    if currency is not None and not (currency in choices["currency"].values and choices["currency"].tier == "printed"):
+        return False
+    for name in SCANNED_FIELDS:
         value = fields.get(name)
-        if value is not None and value not in found[name]:
+        if value is not None and value not in choices[name].values:
             return False
     return True

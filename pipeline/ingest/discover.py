@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline.einvoice import is_einvoice_xml
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.ids import file_sha256, sha256_bytes
 from pipeline.ingest.limits import IngestLimits
@@ -107,15 +108,19 @@ def _size(path: Path) -> int:
 
 
 def file_kind(rel: str, head: bytes) -> str:
+    """pdf, einvoice (a standalone CII/UBL e-invoice XML), transactions or unsupported; `head` is the file's first
+    bytes (enough of an XML file to reach its root element)."""
     suffix = Path(rel).suffix.lower()
     if suffix == ".pdf" or head.startswith(b"%PDF-"):
         return "pdf"
+    if suffix == ".xml" and is_einvoice_xml(head):
+        return "einvoice"
     if suffix in TRANSACTION_SUFFIXES:
         return "transactions"
     return "unsupported"
 
 
-def _head(path: Path, n: int = 8) -> bytes:
+def _head(path: Path, n: int = 64 * 1024) -> bytes:
     with open(path, "rb") as f:
         return f.read(n)
 
@@ -137,7 +142,7 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
     files.append(entry)
 
     def file_error(cls: str, msg: str, stage: str = Stage.INGEST) -> None:
-        if kind == "pdf" and stage == Stage.INGEST:  # a PDF that fails to read is a document that failed
+        if kind in ("pdf", "einvoice") and stage == Stage.INGEST:  # a PDF that fails to read is a document that failed
             errors.append(ErrorRecord(row_id=pdf_doc_error_id(sha), unit=Unit.DOCUMENT, source_file=rel,
                                       stage=stage, error_class=cls, message=msg))
         else:
@@ -165,7 +170,7 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
     out = worker.parse(FileTask(kind, str(path), rel, sha, default_currency, profiles), size)
     if isinstance(out, FileFailure):
         file_error(out.error_class, out.message)
-    elif isinstance(out, ParsedPdf):
+    elif isinstance(out, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
         result = out.result
         if isinstance(result, PdfDocument) and result.ocr_pages:
             result = _with_ocr(result, path, rel, sha, size, limits, worker)

@@ -35,7 +35,7 @@ _START_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class FileTask:
-    kind: str  # "pdf" | "transactions"
+    kind: str  # "pdf" | "einvoice" | "ocr" | "transactions"
     path: str
     source_file: str
     sha: str
@@ -78,6 +78,10 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | 
 
         return ParsedPdf(read_pdf(data, task.source_file, max_pages=limits.max_pages,
                                   max_text_chars=limits.max_text_chars, allow_no_text=True))
+    if task.kind == "einvoice":
+        from pipeline.ingest.xml_document import read_xml_document
+
+        return ParsedPdf(read_xml_document(data, task.source_file))
     if task.kind == "ocr":
         from pipeline.ingest.ocr import ocr_pdf_pages
 

@@ -108,3 +108,24 @@ def einvoice_pdf(path: Path, xml: str, name: str = "factur-x.xml", text: str = V
         writer.write(fh)
     plain.unlink()
     return path
+
+
+def af_only_pdf(path: Path, xml: str, name: str = "invoice-data.xml", text: str = VISIBLE_TEXT) -> Path:
+    """A PDF/A-3 style hybrid whose XML is listed only in the catalog's /AF array (no EmbeddedFiles name tree),
+    under a name no standard prescribes: how some producers (iText among them) attach it."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject, TextStringObject
+
+    plain = make_pdf(path.with_suffix(".plain.pdf"), [text])
+    writer = PdfWriter(clone_from=PdfReader(plain))
+    stream = DecodedStreamObject()
+    stream.set_data(xml.encode("utf-8"))
+    stream[NameObject("/Type")] = NameObject("/EmbeddedFile")
+    spec = DictionaryObject({NameObject("/Type"): NameObject("/Filespec"), NameObject("/F"): TextStringObject(name),
+                             NameObject("/AFRelationship"): NameObject("/Data"),
+                             NameObject("/EF"): DictionaryObject({NameObject("/F"): writer._add_object(stream)})})
+    writer._root_object[NameObject("/AF")] = ArrayObject([writer._add_object(spec)])
+    with open(path, "wb") as fh:
+        writer.write(fh)
+    plain.unlink()
+    return path

@@ -1,0 +1,208 @@
+"""Candidates per field, then a choice: what the model may answer for each document field, and how sure the
+candidates alone make it.
+
+For each field the page's values are found by the field's scanner and tiered by the label they sit under
+(`pipeline.grounding.labelled`): values under a strong label ("amount due", "invoice date", "invoice no.") come
+first; failing those, values under a weak one ("total", "date"); failing those, unlabelled values; a value under a
+label of something else ("subtotal", "due date", "order no.") is a candidate only when nothing better exists. The
+decoding schema lists the best tier only, so the model chooses among, say, the two printed grand totals, never
+among the unit prices. A field is `decided` when its best tier holds one value and that tier is a labelled one:
+the value was taken from where the document labels it. That is what `grounded` and the per-field confidence mean.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import lru_cache
+
+from pipeline.grounding._common import unique
+from pipeline.grounding.amounts import amount_spans, currency_spans
+from pipeline.grounding.dates import date_spans, document_date_order
+from pipeline.grounding.labelled import Located, locate
+from pipeline.grounding.labels import NEGATIVE, STRONG, WEAK
+from pipeline.grounding.locale import document_country, territory_currency
+
+LABELLED_TIERS = (STRONG, WEAK)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A field's candidates (best first), whether null is allowed, and how they were found."""
+
+    values: tuple[str, ...]
+    tier: str  # strong | weak | unlabelled | negative | inferred | none
+    nullable: bool = False
+    decided: bool = False  # one value from a labelled place (or a consistency check): no choice left to make
+    why: str = ""
+
+    def allows(self, value: str | None) -> bool:
+        return value in self.values or (value is None and (self.nullable or not self.values))
+
+
+@dataclass
+class DocumentChoices:
+    country: str | None
+    date_order: str | None
+    fields: dict[str, Choice] = field(default_factory=dict)
+
+
+def _tiered(found: list[Located], fallback_unlabelled: bool = True) -> tuple[list[str], str]:
+    """Values of the best tier present, in document order."""
+    for tier in LABELLED_TIERS:
+        values = unique(f.value for f in found if f.tier == tier)
+        if values:
+            return values, tier
+    if fallback_unlabelled:
+        values = unique(f.value for f in found if f.tier is None)
+        if values:
+            return values, "unlabelled"
+    values = unique(f.value for f in found if f.tier == NEGATIVE)
+    return (values, NEGATIVE) if values else ([], "none")
+
+
+MAX_SUM_PARTS = 60  # amounts considered for the arithmetic check (the first ones of the page)
+
+
+_TAX_LINE = re.compile(r"(?i)(?<![^\W\d_])(?:vat|tax|gst|sst|mwst|ust|tva|btw|iva|cgst|sgst|igst|utgst|steuer|"
+                       r"taxe|imposto|impuesto|moms|alv|dph|pdv)(?![^\W\d_])")
+
+
+def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[str]:
+    """Candidate totals the page proves by arithmetic: the total equals a printed amount (the net) plus one or two
+    amounts printed on tax lines (VAT; CGST and SGST). Net + tax = gross holds in every language."""
+    lines = text.splitlines()
+    # values on tax lines (CGST = SGST: both count), not the totals "incl. VAT" lines print
+    taxes = [f.value for f in found if _TAX_LINE.search(lines[f.line]) and f.tier not in LABELLED_TIERS][:MAX_SUM_PARTS]
+    printed = unique(f.value for f in found)[:MAX_SUM_PARTS]
+    tax_d = [Decimal(v) for v in taxes if Decimal(v) > 0]
+    net_d = {Decimal(v) for v in printed if Decimal(v) > 0}
+    proven = set()
+    for total in totals:
+        t = Decimal(total)
+        for i, a in enumerate(tax_d):
+            if t - a in net_d and t - a != a:
+                proven.add(total)
+            for b in tax_d[i + 1:]:
+                if t - a - b in net_d and t - a - b not in (a, b):
+                    proven.add(total)
+    return proven
+
+
+# A balance carried over from earlier invoices: an amount due that includes it is not this document's total.
+_CARRIED = re.compile(r"(?i)previous\s+balance|balance\s+(?:brought|carried)\s+forward|opening\s+balance|"
+                      r"vorheriger\s+saldo|alter\s+saldo|solde\s+pr[\u00e9e]c[\u00e9e]dent|saldo\s+anterior|"
+                      r"vorig\s+saldo|arrears")
+
+
+def _without_carried(text: str, found: list[Located], values: list[str], tier: str) -> tuple[list[str], str]:
+    """When the page prints a carried-over balance B and an amount due D = T + B for a printed total T, the
+    document's own total is T."""
+    lines = text.splitlines()
+    carried = {Decimal(f.value) for f in found if _CARRIED.search(lines[f.line])}
+    if not carried or tier != STRONG:
+        return values, tier
+    weak = [f.value for f in found if f.tier == WEAK]
+    own = [w for w in weak if any(Decimal(d) - b == Decimal(w) for d in values for b in carried)]
+    return (unique(own), WEAK) if own else (values, tier)
+
+
+def amount_choice(text: str) -> Choice:
+    found = locate(text, "amount", amount_spans)
+    values, tier = _without_carried(text, found, *_tiered(found))
+    if tier in LABELLED_TIERS:
+        proven = [v for v in values if v in _sums_of_parts(text, found, values)]
+        if len(proven) == 1:
+            return Choice((proven[0],), tier, decided=True, why="labelled total = net + tax")
+        return Choice(tuple(values), tier, decided=len(values) == 1 and tier == STRONG)
+    proven = sorted(_sums_of_parts(text, found, unique(f.value for f in found)), key=Decimal)
+    if proven:
+        return Choice((proven[-1],), "proven", decided=len(proven) == 1, why="net + tax = gross")
+    return Choice(tuple(values), tier, nullable=True)
+
+
+def date_choice(text: str, order: str | None) -> Choice:
+    found = locate(text, "date", lambda line: date_spans(line, order))
+    values, tier = _tiered(found)
+    decided = len(values) == 1 and tier in LABELLED_TIERS
+    return Choice(tuple(values), tier, nullable=tier in (NEGATIVE, "none"), decided=decided)
+
+
+_REF_TOKEN = re.compile(r"[^\s:;,()\[\]<>\"'|]+")
+
+
+def _reference_spans(line: str) -> list[tuple[int, int, str]]:
+    """Tokens holding a digit that are not dates or amounts: the candidates for a document number. A token runs
+    up to the next label ("993548900Factuurnummer:" holds the number 993548900)."""
+    from pipeline.grounding.labels import any_label_spans
+
+    taken = [(s, e) for s, e, _ in date_spans(line)] + [(s, e) for s, e, _ in amount_spans(line)]
+    labels = any_label_spans(line)
+    out = []
+    for m in _REF_TOKEN.finditer(line):
+        raw, raw_start = m.group(0), m.start()
+        cut = min((s for s, _ in labels if raw_start < s < m.end()), default=m.end())
+        raw = raw[:cut - raw_start]
+        token = raw.strip(".-/").lstrip("#")
+        start = raw_start + raw.find(token) if token else raw_start
+        if not (3 <= len(token) <= 40 and any(c.isdigit() for c in token)):
+            continue
+        if any(s < m.end() and start < e for s, e in taken):
+            continue
+        glued = re.match(r"^[^\W\d_]*(?:nr|no|n|num|nummer|id)[.\u00b0\u00ba:#](?P<tail>\w[\w/.\-]*)$", token, re.I)
+        if glued:  # "Kundennr.30064443": the number alone
+            token, start = glued["tail"], start + glued.start("tail")
+        out.append((start, start + len(token), token))
+    return out
+
+
+def reference_choice(text: str) -> Choice:
+    found = locate(text, "reference", _reference_spans)
+    values, tier = _tiered(found, fallback_unlabelled=False)
+    if tier not in LABELLED_TIERS:
+        return Choice((), "none", nullable=True)
+    return Choice(tuple(values), tier, nullable=tier == WEAK, decided=len(values) == 1 and tier == STRONG)
+
+
+DOMINANT = 2  # a printed currency this many times as frequent as any other, or the country's own, is the one
+
+
+def currency_choice(text: str, country: str | None) -> Choice:
+    """Printed currencies ranked: the document country's own first, then by how often each is printed (a stray
+    OCR "¥" does not outweigh ten "RM"). A dominant one is the only candidate."""
+    spans = currency_spans(text, country)
+    counts: dict[str, int] = {}
+    for _, _, code in spans:
+        counts[code] = counts.get(code, 0) + 1
+    local = territory_currency(country) if country else None
+    ranked = sorted(counts, key=lambda c: (c != local, -counts[c]))
+    if ranked:
+        top, rest = ranked[0], ranked[1:]
+        if top == local or all(counts[top] >= DOMINANT * counts[c] for c in rest):
+            ranked = [top]
+        return Choice(tuple(ranked), "printed", decided=len(ranked) == 1 and not rest)
+    inferred = local
+    if inferred:
+        return Choice((inferred,), "inferred", nullable=True, why=f"country {country}")
+    return Choice((), "none", nullable=True)
+
+
+@lru_cache(maxsize=256)
+def document_choices(text: str) -> DocumentChoices:
+    """Every candidate field's choice for one document text (cached: the decoding schema and the finished row's
+    checks ask for the same document)."""
+    from pipeline.grounding.doc_types import doc_type_choice
+    from pipeline.grounding.issuer import issuer_choice
+
+    printed = unique(code for _, _, code in currency_spans(text))
+    country = document_country(text, printed)
+    order = document_date_order(text, country)
+    out = DocumentChoices(country, order)
+    out.fields["doc_type"] = doc_type_choice(text)
+    out.fields["issuer"] = issuer_choice(text)
+    out.fields["reference"] = reference_choice(text)
+    out.fields["date"] = date_choice(text, order)
+    out.fields["currency"] = currency_choice(text, country)
+    out.fields["amount"] = amount_choice(text)
+    return out

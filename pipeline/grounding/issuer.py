@@ -1,0 +1,177 @@
+"""Who issued the document: candidates from where issuers print their name, never label words, page counters,
+addresses or the customer's block.
+
+Where the name is, in order of evidence:
+1. a legal-entity name (a name ending in a legal form: GmbH, B.V., SARL, Sdn Bhd, Ltd, Inc, S.p.A., ...) in the
+   sender block at the top of the first page, after a seller label ("From", "Sold by", "Verkäufer"), or in the
+   footer where companies print their registration;
+2. a legal-entity name anywhere else outside the recipient's block, and the first name-like lines of the sender
+   block (the first lines of the first page before any recipient label).
+Lines of the recipient's block (after "Bill to", "Invoice for", "Customer", "Rechnungsempfänger", ...) are never
+candidates. A line that is a label, a document title ("INVOICE", "Tax Invoice"), a page counter, a date, an
+amount, a phone number, an e-mail or web address, or an address (a postcode, a street word and a number) is not
+a name. Candidates are verbatim spans of the text (a line, or its part before a separator or after a label), so
+the decoding schema can list them and the model chooses.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.grounding._common import unique
+from pipeline.grounding.choices import Choice
+
+HEAD_LINES = 8  # the sender block: first lines of the first page
+MAX_WORDS, MAX_CHARS = 9, 80
+MAX_CANDIDATES = 6
+
+LEGAL_FORMS = (
+    r"gmbh(?:\s*&\s*co\.?\s*kg)?", r"ag", r"ohg", r"e\.\s?k\.", r"ug", r"mbh", r"b\.\s?v\.?", r"n\.\s?v\.?",
+    r"bvba", r"sarl", r"s\.a\.r\.l\.", r"sas", r"s\.a\.s\.", r"s\.a\.", r"eurl", r"sasu", r"sprl", r"srl",
+    r"s\.r\.l\.", r"s\.p\.a\.", r"s\.l\.", r"s\.l\.u\.", r"ltd\.?", r"limited", r"llc", r"l\.l\.c\.", r"llp",
+    r"inc\.?", r"incorporated", r"corp\.?", r"corporation", r"co\.", r"company", r"plc", r"pvt\.?\s*ltd\.?",
+    r"private\s+limited", r"sdn\.?\s*bhd\.?", r"bhd\.?", r"berhad", r"pte\.?\s*ltd\.?", r"pty\.?\s*ltd\.?", r"oy",
+    r"oyj", r"ab", r"a/s", r"asa", r"aps", r"sp\.\s*z\s*o\.\s*o\.", r"s\.r\.o\.", r"a\.s\.", r"kft\.?",
+    r"zrt\.?", r"d\.o\.o\.", r"enterprise", r"enterprises", r"trading", r"restaurant", r"restoran", r"store", r"mart",
+    r"services", r"industries", r"holdings?", r"group",
+)
+_LEGAL = re.compile(r"(?<![^\W_])(?:" + "|".join(sorted(LEGAL_FORMS, key=len, reverse=True)) + r")(?![^\W_])", re.I)
+_SELLER_LABEL = re.compile(r"(?i)^.*?\b(?:from|seller|vendor|supplier|service\s+provider|sold\s+by|issued\s+by|biller|"
+                           r"merchant|verk[\u00e4a]ufer|lieferant|rechnungs?(?:er)?steller|aussteller|fournisseur|vendeur|[\u00e9e]metteur|"
+                           r"leverancier|verkoper|proveedor|emisor|vendedor|fornitore|cedente)\b\s*[:\-]?\s*")
+_BUYER_LABEL = re.compile(r"(?i)\b(?:bill(?:ed)?\s+to|invoice\s+(?:for|to)|sold\s+to|ship(?:ped)?\s+to|deliver(?:ed)?\s+to|"
+                          r"customer|client|buyer|consignee|recipient|attn|party|kunde|rechnungsempf[\u00e4a]nger|"
+                          r"lieferanschrift|destinataire|factur[\u00e9e]\s+[\u00e0a]|klant|cliente|destinatario|"
+                          r"titulaire|to\s*:)")
+_TITLE_WORDS = re.compile(
+    r"(?i)^(?:(?:tax|commercial|proforma|pro-forma|original|duplicate|simplified|final)\s+)*"
+    r"(?:invoice|receipt|credit\s+note|bill|statement|rechnung|gutschrift|facture|factuur|factura|fattura|invois|"
+    r"quittung|kassenbon|re[\u00e7c]u|recibo|payslip|cash\s+(?:bill|sales?)|official\s+receipt|quotation|"
+    r"delivery\s+note|order)(?:\s+(?:no\.?|number|#).*)?[\s.:]*$")
+_TRAILING_TITLE = re.compile(r"(?i)\s+(?:tax\s+)?(?:invoice|receipt|rechnung|facture|factuur|factura)\s*$")
+_NOT_NAME = re.compile(
+    r"(?i)(?:page\s*\d|seite\s*\d|\d+\s*(?:/|of|von|de)\s*\d+\s*$|@|www\.|https?:|\.com\b|tel\b|phone|fax|"
+    r"^\W*(?:date|datum|total|subtotal|amount|qty|description|item|price|vat|gst|tax|no\.?|invoice\s+no)\b|"
+    r"\b(?:street|st\.|road|rd\.?|avenue|ave\.?|lane|jalan|jln|taman|straße|strasse|str\.|weg|laan|rue|via|calle|"
+    r"boulevard|blvd|suite|floor|building|po\s+box|postfach)\b)")
+_POSTCODE = re.compile(r"\b(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}|\d{4}\s?[A-Z]{2})\b")
+_SEPARATORS = re.compile(r"\s+[-\u2013\u2014|\u00b7\u2022]\s+|[|;\[\]]|[:,](?=\s|$)|\s{2,}|\t")
+
+
+def _name_like(s: str) -> bool:
+    letters = sum(ch.isalpha() for ch in s)
+    digits = sum(ch.isdigit() for ch in s)
+    words = s.split()
+    return (letters >= 2 and digits <= max(2, letters // 4) and 1 <= len(words) <= MAX_WORDS
+            and len(s) <= MAX_CHARS and not _NOT_NAME.search(s) and not _POSTCODE.search(s)
+            and not _TITLE_WORDS.match(s))
+
+
+def _spans(line: str) -> list[str]:
+    """The line, without a seller label or a trailing document title, and its part up to a legal form or the
+    first separator: each a verbatim part of the line."""
+    out = []
+    stripped = _SELLER_LABEL.sub("", line, count=1).strip()
+    stripped = _TRAILING_TITLE.sub("", stripped).strip(" ,;:-")
+    if stripped:
+        out.append(stripped)
+    legal = list(_LEGAL.finditer(stripped))
+    if legal:  # up to the last legal form: "Sinnathamby Holdings Sdn. Bhd." keeps its "Sdn. Bhd."
+        out.append(stripped[:legal[-1].end()].strip(" ,;:-"))
+    first = _SEPARATORS.split(stripped, maxsplit=1)[0].strip(" ,;:-")
+    if first:
+        out.append(first)
+    return [s for s in unique(out) if _name_like(s) and _has_name(s)]
+
+
+def _has_name(s: str) -> bool:
+    """More than legal forms and punctuation: "Company" or "SDN BHD" alone names nobody."""
+    rest = _LEGAL.sub(" ", s)
+    return bool(re.search(r"[^\W\d_]{2}", re.sub(r"\(\s*\w\s*\)", " ", rest)))
+
+
+def _buyer_lines(lines: list[str]) -> set[int]:
+    """Lines of recipient blocks: the label's line (its text after the label) and up to three lines below it."""
+    out: set[int] = set()
+    for i, line in enumerate(lines):
+        if _BUYER_LABEL.search(line):
+            out.add(i)
+            for j in range(i + 1, min(len(lines), i + 4)):
+                if _SELLER_LABEL.match(lines[j]):  # the seller's block begins: the recipient's has ended
+                    break
+                out.add(j)
+    return out
+
+
+def issuer_choice(text: str) -> Choice:
+    first_page = text.split("\n[page 2]\n", 1)[0]
+    lines = [" ".join(line.split()) for line in first_page.splitlines()]
+    buyer = _buyer_lines(lines)
+    head = [i for i in range(min(len(lines), HEAD_LINES)) if i not in buyer]
+    # the head block ends at the first recipient label
+    first_buyer = min(buyer, default=len(lines))
+    head = [i for i in head if i < first_buyer] or head[:2]
+    seller = []
+    for i, line in enumerate(lines):
+        if _SELLER_LABEL.match(line):  # the name after the label, or on one of the two lines below it
+            seller += [i] if _SELLER_LABEL.sub("", line, count=1).strip() else [i + 1, i + 2]
+
+    def legal_in(indices: list[int]) -> list[str]:
+        found = []
+        for i in indices:
+            if 0 <= i < len(lines) and i not in buyer:
+                found.extend(s for s in _spans(lines[i]) if _LEGAL.search(s))
+        return found
+
+    everywhere = [i for i in range(len(lines)) if i not in buyer]
+    tiers = [
+        ("strong", legal_in(sorted(set(seller))) + legal_in(head)),
+        ("weak", legal_in(everywhere) + [s for i in head[:3] for s in _spans(lines[i])[:1]]),
+    ]
+    for tier, values in tiers:
+        values = _ranked(unique(values), text)[:MAX_CANDIDATES]
+        if values:
+            groups = _name_groups({v.casefold() for v in values})
+            return Choice(tuple(values), tier, nullable=tier != "strong",
+                          decided=tier == "strong" and len(groups) == 1)
+    return Choice((), "none", nullable=True)
+
+
+DOMINANT = 2  # a name printed this many times as often as any other candidate is the issuer
+
+
+def _core(name: str) -> str:
+    """The name without its legal form and punctuation, casefolded: what the letterhead, the footer, the payment
+    details and the e-mail domain all repeat."""
+    return " ".join(re.findall(r"[^\W_]+", _LEGAL.sub(" ", name).casefold()))
+
+
+def _ranked(values: list[str], text: str) -> list[str]:
+    """Candidates by how often the document prints their name (issuers repeat theirs: letterhead, footer, bank
+    details, web and e-mail domain; the recipient is named once or twice). A name printed at least DOMINANT times
+    as often as every other candidate is the only one left."""
+    if len(values) < 2:
+        return values
+    squashed = "".join(re.findall(r"[^\W_]+", text.casefold()))  # "www.qualityhosting.de" holds "qualityhosting"
+
+    def count(name: str) -> int:
+        core = _core(name).replace(" ", "")
+        return squashed.count(core) if len(core) >= 3 else 0
+
+    counts = {v: count(v) for v in values}
+    ranked = sorted(values, key=lambda v: -counts[v])
+    top, second = counts[ranked[0]], counts[ranked[1]]
+    return ranked[:1] if top >= 2 and top >= DOMINANT * max(second, 1) else ranked
+
+
+def _name_groups(names: set[str]) -> list[set[str]]:
+    """Names grouped when one contains the other ("Contoso" and "Contoso, Ltd." name the same company)."""
+    groups: list[set[str]] = []
+    for name in sorted(names, key=len):
+        for group in groups:
+            if any(other in name for other in group):
+                group.add(name)
+                break
+        else:
+            groups.append({name})
+    return groups

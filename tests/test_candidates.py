@@ -1,0 +1,173 @@
+"""Candidates per field from where the document labels them (issue 38): the label tiers, the layouts values sit
+in, the document's country deciding date order and currency, issuer and document-type candidates, and what the row
+may call confident. Property-based where a printed format is involved."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.grounding import document_choices, field_confidence, is_grounded
+from pipeline.grounding.amounts import currency_candidates
+from pipeline.validate import decoding_schema
+
+
+def fields(text: str) -> dict:
+    return document_choices(text).fields
+
+
+# ------------------------------------------------------------------ currency
+
+def test_a_code_inside_a_company_suffix_is_no_currency_and_rm_is_ringgit() -> None:
+    text = "MR D.I.Y. (JOHOR) SDN BHD\nCO-REG : 750441-W\nTOTAL RM 33.90\nCASH RM 50.00\nCHANGE RM 16.10"
+    assert fields(text)["currency"].values == ("MYR",)
+    assert "BHD" not in currency_candidates("KEDAI ABC SDN BHD\nTotal 12.00")
+
+
+def test_a_symbol_is_read_in_the_documents_country_and_an_unprinted_currency_is_inferred_not_confident() -> None:
+    assert currency_candidates("Summa 100,00 kr", "NO") == ["NOK"]
+    assert currency_candidates("Summa 100,00 kr", "SE") == ["SEK"]
+    # no sign printed, but the seller's registered IBAN is Hungarian: HUF, offered with null and never "decided"
+    text = "Kiss Kft.\nSzámla\nIBAN HU42 1177 3016 1111 1018 0000 0000\nÖsszesen 12 500,00"
+    choice = fields(text)["currency"]
+    assert choice.values == ("HUF",) and choice.nullable and not choice.decided
+
+
+# ------------------------------------------------------------------ dates
+
+def test_a_french_invoice_reads_day_first_and_a_us_invoice_month_first() -> None:
+    fr = "Facture n\u00b0 F-12\nDate de facture : 02/11/2019\nTVA intracom. FR 40 303 265 045\nTotal TTC 120,00 \u20ac"
+    assert fields(fr)["date"].values == ("2019-11-02",)
+    us = "Acme Inc.\n410 Terry Ave North, Seattle, WA 98109\nInvoice Date: 02/11/2019\nAmount due $4.11"
+    assert fields(us)["date"].values == ("2019-02-11",)
+    # the document's own unambiguous dates settle the order before any country does
+    mixed = "Invoice Date: 02/11/2019\nDue Date: 25/11/2019\nTotal $5.00"
+    assert fields(mixed)["date"].values == ("2019-11-02",)
+
+
+def test_due_and_delivery_dates_are_not_the_document_date() -> None:
+    text = "Invoice date: 03.03.2024\nDue date: 02.04.2024\nDelivery date: 01.03.2024"
+    choice = fields(text)["date"]
+    assert choice.values == ("2024-03-03",) and choice.decided
+    only_due = fields("Payment due 02.04.2024")["date"]
+    assert only_due.tier == "negative" and only_due.nullable and not only_due.decided
+
+
+_ORDERS = {"DE": ("%d.%m.%Y", "USt-IdNr. DE 123 456 789"), "US": ("%m/%d/%Y", "Seattle, WA 98109"),
+           "GB": ("%d/%m/%Y", "VAT No. GB 123 4567 89")}
+
+
+@settings(max_examples=60, deadline=None)
+@given(day=st.dates(min_value=dt.date(1990, 1, 1), max_value=dt.date(2039, 12, 31)),
+       country=st.sampled_from(sorted(_ORDERS)), label=st.sampled_from(["Invoice date:", "Date", "Rechnungsdatum"]))
+def test_a_labelled_date_in_the_countrys_format_is_the_one_candidate(day: dt.date, country: str, label: str) -> None:
+    fmt, evidence = _ORDERS[country]
+    text = f"Example Trading Ltd\n{evidence}\n{label} {day.strftime(fmt)}\nDue date 01.01.2040"
+    assert fields(text)["date"].values == (day.isoformat(),)
+
+
+# ------------------------------------------------------------------ amounts
+
+_GROUPING = {"en": (",", "."), "de": (".", ","), "fr": ("\u00a0", ","), "ch": ("'", ".")}
+
+
+def _printed(value: Decimal, style: str) -> str:
+    group, dec = _GROUPING[style]
+    whole, cents = f"{value:.2f}".split(".")
+    groups = []
+    while len(whole) > 3:
+        groups.insert(0, whole[-3:])
+        whole = whole[:-3]
+    return group.join([whole, *groups]) + dec + cents
+
+
+@settings(max_examples=80, deadline=None)
+@given(total=st.decimals(min_value=Decimal("1.00"), max_value=Decimal("9999999.99"), places=2),
+       style=st.sampled_from(sorted(_GROUPING)),
+       label=st.sampled_from(["Amount due", "Grand total", "Gesamtbetrag", "Total TTC", "Te betalen", "TOTAL"]))
+def test_the_labelled_total_is_chosen_over_subtotal_and_tax(total: Decimal, style: str, label: str) -> None:
+    net = (total / Decimal("1.2")).quantize(Decimal("0.01"))
+    tax = total - net
+    text = (f"Widget 2 x {_printed(net / 2, style)}\nSubtotal {_printed(net, style)}\nVAT 20% {_printed(tax, style)}\n"
+            f"{label}: {_printed(total, style)} EUR")
+    choice = fields(text)["amount"]
+    assert choice.values == (f"{total:.2f}",)
+
+
+def test_header_row_over_value_row_and_label_above_value() -> None:
+    text = ("Microsoft\nInvoice For: Alpine Ski House\nInvoice Number Invoice Date Invoice Due Date Charges VAT ID\n"
+            "458176 3/28/2018 4/16/2018 $89,024.34 ET")
+    f = fields(text)
+    assert f["reference"].values == ("458176",) and f["date"].values == ("2018-03-28",)
+    assert f["amount"].values == ("89024.34",)
+    below = fields("Montant total\n62,86 \u20ac\nTVA 7,99 \u20ac")
+    assert below["amount"].values == ("62.86",)
+
+
+def test_a_balance_carried_over_is_not_this_invoices_total() -> None:
+    text = "SUBTOTAL $100.00\nSALES TAX $10.00\nTOTAL $110.00\nPREVIOUS BALANCE $500.00\nTOTAL DUE $610.00"
+    assert fields(text)["amount"].values == ("110.00",)
+
+
+def test_net_plus_tax_proves_the_total_among_several_labelled_ones() -> None:
+    text = "Total 2,287.50\nCGST 320.25\nSGST 320.25\nTotal 2,928.00\nRs. Two Thousand Nine Hundred Twenty Eight"
+    choice = fields(text)["amount"]
+    assert choice.values == ("2928.00",) and choice.decided
+
+
+# ------------------------------------------------------------------ references
+
+def test_the_invoice_number_is_the_labelled_one_not_order_customer_or_vat_numbers() -> None:
+    text = ("Order no 55501\nCustomer no.: 998877\nVAT ID DE123456789\nInvoice number: INV-7\n"
+            "993548900Factuurnummer:")
+    assert fields(text)["reference"].values == ("INV-7", "993548900")
+    assert fields("Thank you 12345 for shopping")["reference"].values == ()  # no label: null, not a guess
+
+
+# ------------------------------------------------------------------ issuer
+
+def test_issuer_candidates_are_names_never_labels_page_counters_addresses_or_the_customer() -> None:
+    text = ("INVOICE\nSeite 1 von 1\nNordwind Handels GmbH\nHauptstra\u00dfe 7, 10115 Berlin\n"
+            "Bill to: Blaubeer Logistik AG\nTelefon 030 1234567\nUst.-Betrag 19,00")
+    choice = fields(text)["issuer"]
+    assert choice.values[0] == "Nordwind Handels GmbH" and choice.decided
+    joined = " | ".join(choice.values)
+    for bad in ("INVOICE", "Seite", "Blaubeer", "Telefon", "Ust.-Betrag", "Hauptstra"):
+        assert bad not in joined
+
+
+def test_a_seller_label_names_the_issuer() -> None:
+    text = "Bill to Address:\nATTN: iViveLabs Limited\nService Provider:\nAmazon Web Services, Inc.\n410 Terry Ave"
+    assert fields(text)["issuer"].values[0] == "Amazon Web Services, Inc."
+
+
+# ------------------------------------------------------------------ document types
+
+def test_document_types_from_titles_and_cues_and_other_when_nothing_fits() -> None:
+    receipt = "KEDAI MAJU SDN BHD\nTAX INVOICE\nQTY ITEM\n2 TEA 4.00\nTOTAL 4.00\nCASH 10.00\nCHANGE 6.00\nTHANK YOU"
+    assert fields(receipt)["doc_type"].values == ("receipt",)
+    assert fields("Gutschrift\nNr. G-12\nGesamtbetrag -233,47 \u20ac")["doc_type"].values == ("credit_note",)
+    assert fields("Minutes of the board meeting held on 3 May")["doc_type"].values == ("other",)
+    # a type's name used as a number's label says less than a heading: alone it is not enough
+    assert fields("Receipt No.: 2468\nProject summary")["doc_type"].values == ("other",)
+    assert fields("Receipt No.: 2468\nCASH 10.00\nCHANGE 2.00")["doc_type"].values == ("receipt",)
+    schema = decoding_schema("document", "Gutschrift\nNr. G-12\nGesamtbetrag -233,47 \u20ac")
+    assert schema["properties"]["doc_type"] == {"type": "string", "enum": ["credit_note"]}
+
+
+# ------------------------------------------------------------------ grounded and confident
+
+def test_grounded_means_taken_from_the_labelled_place_and_confident_means_no_choice_was_left() -> None:
+    text = ("FACTUUR\nCoolblue B.V.\nFactuurnummer: 993548900\nFactuurdatum: 19 april 2014\nSubtotaal \u20ac 593,36\n"
+            "BTW 21% \u20ac 124,61\nTotaal \u20ac 717,97\nBestelnummer 12572103")
+    row = {"doc_type": "invoice", "issuer": "Coolblue B.V.", "counterparty": None, "reference": "993548900",
+           "date": "2014-04-19", "currency": "EUR", "amount": "717.97", "account": None}
+    assert is_grounded(row, text)
+    # printed, but not where the document labels an invoice number or its total
+    assert not is_grounded({**row, "reference": "12572103"}, text)
+    assert not is_grounded({**row, "amount": "593.36"}, text)
+    assert all(field_confidence(row, text).values())
+    assert not field_confidence({**row, "amount": "124.61"}, text)["amount"]
