@@ -146,7 +146,7 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
                                   tuple(fields)) if tokenizer is not None else None
         row.update(truncated=item.truncated, prompt_tokens_full=item.original_tokens, extraction_method="model",
                    grounded=is_grounded(fields, item.visible_text), field_logprobs=logprobs)
-        confident = field_confidence(fields, item.visible_text)
+        confident = field_confidence(fields, item.visible_text, ocr=bool(unit.context.get("ocred_pages")))
         row.update(field_confident=confident, needs_review=not all(confident.values()))
     else:
         row.update({k: _fact_value(k, v) for k, v in unit.facts.items()})

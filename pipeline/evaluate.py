@@ -46,6 +46,7 @@ class EvalItem:
     facts: dict[str, Any] | None = None  # windows: the facts the prompt states
     real: bool = False  # a real gold set: fields compared with `pipeline.real_gold.field_matches`
     embedded: dict[str, Any] | None = None  # the fields its embedded e-invoice XML states (`pipeline.einvoice`)
+    ocr: bool = False  # some of its text was read by OCR
 
     def prompt_ids(self, tokenizer: Any) -> list[int]:
         from pipeline.prompts import encode_prompt
@@ -130,7 +131,7 @@ def _confidence(item: EvalItem, pred: dict[str, Any] | None) -> dict[str, bool]:
         return {name: True for name in item.gold}
     from pipeline.grounding import field_confidence
 
-    return field_confidence(pred, item.document_text or "")
+    return field_confidence(pred, item.document_text or "", ocr=item.ocr)
 
 
 def _confident_report(tallies: dict[str, FieldTally], total: int) -> dict[str, Any] | None:
@@ -214,8 +215,9 @@ def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = 
         if extraction == "auto" and isinstance(read, PdfDocument) and read.einvoice_xml:
             embedded = einvoice_fields(read.einvoice_xml)
         gold = {k: doc.gold[k] for k in SCORED_FIELDS}
+        ocr = isinstance(read, PdfDocument) and bool(read.ocred_pages)
         items.append(EvalItem(doc.id, "document", gold, DocumentExtraction, document_text=text, real=True,
-                              embedded=embedded))
+                              embedded=embedded, ocr=ocr))
     return items, 0
 
 

@@ -17,7 +17,7 @@ Spans = Callable[[str], list[tuple[int, int, str]]]
 """A scanner: (start, end, canonical value) of each value of one kind in a line."""
 
 _FILLER = re.compile(r"^[\s:.#\-=*|\u2013\u2014>\u00bb()\[\]]*$")
-_LOOKAHEAD_LINES = 2  # a label alone on its line takes the value on one of the next two lines
+_LOOKAHEAD_LINES = 1  # a label that ends its line takes the value on the next line (further down: an address)
 
 
 @dataclass(frozen=True)
