@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from pypdf import PdfReader
 
-TEXT_VERSION = "pdftext-v2"  # bump when the text a PDF yields changes: document row ids carry it (v2: OCR)
+TEXT_VERSION = "pdftext-v3"  # bump when the text a PDF yields changes: document row ids carry it (v2: OCR;
+# v3: scans read at their own resolution, OSD's proposed turn checked by word confidence)
 
 _HSPACE = re.compile(r"[ \t\u00a0]+")
 

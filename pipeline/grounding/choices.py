@@ -100,7 +100,7 @@ def _without_carried(text: str, found: list[Located], values: list[str], tier: s
     """When the page prints a carried-over balance B and an amount due D = T + B for a printed total T, the
     document's own total is T."""
     lines = text.splitlines()
-    carried = {Decimal(f.value) for f in found if _CARRIED.search(lines[f.line])}
+    carried = {Decimal(f.value) for f in found if _CARRIED.search(lines[f.line]) and f.tier == NEGATIVE}
     if not carried or tier != STRONG:
         return values, tier
     weak = [f.value for f in found if f.tier == WEAK]
@@ -108,8 +108,8 @@ def _without_carried(text: str, found: list[Located], values: list[str], tier: s
     return (unique(own), WEAK) if own else (values, tier)
 
 
-def amount_choice(text: str) -> Choice:
-    found = locate(text, "amount", amount_spans)
+def amount_choice(text: str, doc_type: str | None = None) -> Choice:
+    found = locate(text, "amount", amount_spans, doc_type)
     values, tier = _without_carried(text, found, *_tiered(found))
     if tier in LABELLED_TIERS:
         proven = [v for v in values if v in _sums_of_parts(text, found, values)]
@@ -122,8 +122,8 @@ def amount_choice(text: str) -> Choice:
     return Choice(tuple(values), tier, nullable=True)
 
 
-def date_choice(text: str, order: str | None) -> Choice:
-    found = locate(text, "date", lambda line: date_spans(line, order))
+def date_choice(text: str, order: str | None, doc_type: str | None = None) -> Choice:
+    found = locate(text, "date", lambda line: date_spans(line, order), doc_type)
     values, tier = _tiered(found)
     decided = len(values) == 1 and tier in LABELLED_TIERS
     return Choice(tuple(values), tier, nullable=tier in (NEGATIVE, "none"), decided=decided)
@@ -157,8 +157,8 @@ def _reference_spans(line: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def reference_choice(text: str) -> Choice:
-    found = locate(text, "reference", _reference_spans)
+def reference_choice(text: str, doc_type: str | None = None) -> Choice:
+    found = locate(text, "reference", _reference_spans, doc_type)
     values, tier = _tiered(found, fallback_unlabelled=False)
     if tier not in LABELLED_TIERS:
         return Choice((), "none", nullable=True)
@@ -199,10 +199,11 @@ def document_choices(text: str) -> DocumentChoices:
     country = document_country(text, printed)
     order = document_date_order(text, country)
     out = DocumentChoices(country, order)
-    out.fields["doc_type"] = doc_type_choice(text)
+    out.fields["doc_type"] = kind = doc_type_choice(text)
+    doc_type = kind.values[0] if kind.decided else None  # its labels read the other fields
     out.fields["issuer"] = issuer_choice(text)
-    out.fields["reference"] = reference_choice(text)
-    out.fields["date"] = date_choice(text, order)
+    out.fields["reference"] = reference_choice(text, doc_type)
+    out.fields["date"] = date_choice(text, order, doc_type)
     out.fields["currency"] = currency_choice(text, country)
-    out.fields["amount"] = amount_choice(text)
+    out.fields["amount"] = amount_choice(text, doc_type)
     return out

@@ -2,11 +2,12 @@
 addresses or the customer's block.
 
 Where the name is, in order of evidence:
-1. a legal-entity name (a name ending in a legal form: GmbH, B.V., SARL, Sdn Bhd, Ltd, Inc, S.p.A., ...) in the
-   sender block at the top of the first page, after a seller label ("From", "Sold by", "Verkäufer"), or in the
-   footer where companies print their registration;
-2. a legal-entity name anywhere else outside the recipient's block, and the first name-like lines of the sender
-   block (the first lines of the first page before any recipient label).
+1. the sender of a one-line return address above a window envelope's recipient ("QualityHosting AG - Uferweg
+   40-42 - D-63571 Gelnhausen"), or a legal-entity name (a name with a legal form: GmbH, B.V., SARL, Sdn Bhd,
+   Ltd, Inc, S.p.A., ...) after a seller label ("From", "Sold by", "Verkäufer") or in the letterhead (the first
+   lines of the first page, up to the first address line);
+2. the name-like lines of the letterhead;
+3. a legal-entity name anywhere else outside the recipient's block.
 Lines of the recipient's block (after "Bill to", "Invoice for", "Customer", "Rechnungsempfänger", ...) are never
 candidates. A line that is a label, a document title ("INVOICE", "Tax Invoice"), a page counter, a date, an
 amount, a phone number, an e-mail or web address, or an address (a postcode, a street word and a number) is not
@@ -21,7 +22,7 @@ import re
 from pipeline.grounding._common import unique
 from pipeline.grounding.choices import Choice
 
-HEAD_LINES = 8  # the sender block: first lines of the first page
+HEAD_LINES = 8  # the letterhead lies within the first lines of the first page
 MAX_WORDS, MAX_CHARS = 9, 80
 MAX_CANDIDATES = 6
 
@@ -103,30 +104,54 @@ def _buyer_lines(lines: list[str]) -> set[int]:
     return out
 
 
+_RETURN_ADDRESS = re.compile(r"\s+[-\u2013\u00b7\u2022|]\s+")
+
+
+def _return_address_sender(line: str) -> str | None:
+    """The sender of a one-line return address printed above a window envelope's recipient ("QualityHosting AG -
+    Uferweg 40-42 - D-63571 Gelnhausen", DIN 5008 and its equivalents): name, street, postcode and town."""
+    parts = _RETURN_ADDRESS.split(line)
+    if len(parts) >= 3 and _POSTCODE.search(" ".join(parts[1:])) and _name_like(parts[0]) and _has_name(parts[0]):
+        return parts[0].strip()
+    return None
+
+
+def _letterhead(lines: list[str], buyer: set[int]) -> list[int]:
+    """The sender block: the first lines of the first page up to the first address line (a street or a postcode),
+    before any recipient label."""
+    out = []
+    for i in range(min(len(lines), HEAD_LINES)):
+        if i in buyer or _POSTCODE.search(lines[i]) or _NOT_NAME.search(lines[i]) and not _LEGAL.search(lines[i]):
+            if _POSTCODE.search(lines[i]) or i in buyer:
+                break
+            continue
+        out.append(i)
+    return out
+
+
 def issuer_choice(text: str) -> Choice:
     first_page = text.split("\n[page 2]\n", 1)[0]
     lines = [" ".join(line.split()) for line in first_page.splitlines()]
     buyer = _buyer_lines(lines)
-    head = [i for i in range(min(len(lines), HEAD_LINES)) if i not in buyer]
-    # the head block ends at the first recipient label
-    first_buyer = min(buyer, default=len(lines))
-    head = [i for i in head if i < first_buyer] or head[:2]
+    head = _letterhead(lines, buyer)
     seller = []
     for i, line in enumerate(lines):
         if _SELLER_LABEL.match(line):  # the name after the label, or on one of the two lines below it
             seller += [i] if _SELLER_LABEL.sub("", line, count=1).strip() else [i + 1, i + 2]
+    returned = [name for line in lines[:HEAD_LINES * 2] if (name := _return_address_sender(line))]
 
     def legal_in(indices: list[int]) -> list[str]:
         found = []
         for i in indices:
             if 0 <= i < len(lines) and i not in buyer:
-                found.extend(s for s in _spans(lines[i]) if _LEGAL.search(s))
+                found.extend(s for s in _spans(lines[i]) if _LEGAL.search(s) and s[:1].isupper())
         return found
 
     everywhere = [i for i in range(len(lines)) if i not in buyer]
     tiers = [
-        ("strong", legal_in(sorted(set(seller))) + legal_in(head)),
-        ("weak", legal_in(everywhere) + [s for i in head[:3] for s in _spans(lines[i])[:1]]),
+        ("strong", returned + legal_in(sorted(set(seller))) + legal_in(head)),
+        ("weak", [s for i in head[:3] for s in _spans(lines[i])[:1]]),
+        ("unlabelled", legal_in(everywhere)),
     ]
     for tier, values in tiers:
         values = _ranked(unique(values), text)[:MAX_CANDIDATES]

@@ -40,13 +40,9 @@ def _between_is_filler(line: str, start: int, end: int, scanned: list[tuple[int,
     return len(gap.strip()) <= 12 and not re.search(r"\d", gap)
 
 
-def _line_labels(line: str, field: str) -> list[LabelHit]:
-    return label_hits(line, field)
-
-
-def _is_header_row(line: str, scanned: list[tuple[int, int, str]]) -> bool:
+def _is_header_row(line: str, scanned: list[tuple[int, int, str]], doc_type: str | None) -> bool:
     """A row of two or more labels and no value of this kind: the next line is likely its row of values."""
-    spans = any_label_spans(line)
+    spans = any_label_spans(line, doc_type)
     if len(spans) < 2 or scanned:
         return False
     covered = sum(e - s for s, e in spans)
@@ -84,8 +80,13 @@ def _columns(header: str, hits: list[LabelHit], row: str, values: list[tuple[int
     return [(start, tier) for start, (_, tier) in best.items()]
 
 
-def locate(text: str, field: str, scan: Spans) -> list[Located]:
-    """Every value `scan` finds in `text`, each with the tier of the label of `field` it sits under."""
+def locate(text: str, field: str, scan: Spans, doc_type: str | None = None) -> list[Located]:
+    """Every value `scan` finds in `text`, each with the tier of the label of `field` it sits under (the labels
+    of `doc_type`, when known, taking precedence: `pipeline.grounding.labels.TYPE_LABELS`)."""
+
+    def _line_labels(line: str, field: str) -> list[LabelHit]:
+        return label_hits(line, field, doc_type)
+
     lines = text.splitlines()
     offsets = [0]
     for line in lines:
@@ -99,7 +100,7 @@ def locate(text: str, field: str, scan: Spans) -> list[Located]:
     for i, line in enumerate(lines):
         hits = _line_labels(line, field)
         values = scanned[i]
-        if _is_header_row(line, values) and hits and i + 1 < len(lines):
+        if _is_header_row(line, values, doc_type) and hits and i + 1 < len(lines):
             if not _item_table(hits):
                 for start, tier in _columns(line, hits, lines[i + 1], scanned[i + 1]):
                     tag(i + 1, start, tier)
@@ -122,7 +123,7 @@ def locate(text: str, field: str, scan: Spans) -> list[Located]:
                 # (not for a weak label: a title "INVOICE" ending a line does not label the street number below)
                 for j in range(i + 1, min(len(lines), i + 1 + _LOOKAHEAD_LINES)):
                     if scanned[j]:
-                        if len(any_label_spans(line)) >= 2 and len(scanned[j]) >= 2:  # one column of a header row
+                        if len(any_label_spans(line, doc_type)) >= 2 and len(scanned[j]) >= 2:  # one column of a header row
                             if not _item_table(hits):
                                 for start, tier in _columns(line, [hit], lines[j], scanned[j]):
                                     tag(j, start, tier)

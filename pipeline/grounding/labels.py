@@ -115,6 +115,39 @@ _REFERENCE = {
 
 FIELD_LABELS: dict[str, dict[str, list[str]]] = {"amount": _AMOUNT, "date": _DATE, "reference": _REFERENCE}
 
+# What a label means can depend on the kind of document: a statement's "balance carried forward" is its closing
+# balance (on an invoice, an older debt); a contract note's "net amount" is what settles (on an invoice, the total
+# before tax); a KYC notice's "transaction date" is not the notice's date. These win over FIELD_LABELS for
+# documents of that type (the type is chosen first, `pipeline.grounding.doc_types`).
+TYPE_LABELS: dict[str, dict[str, dict[str, list[str]]]] = {
+    "bank_statement": {
+        "amount": {STRONG: [r"balance\s+carried\s+forward", r"new\s+balance", r"ending\s+balance", r"neuer\s+saldo",
+                            r"nouveau\s+solde", r"nieuw\s+saldo", r"saldo\s+final"],
+                   NEGATIVE: [r"balance\s+brought\s+forward", r"opening\s+balance", r"previous\s+balance"]},
+        "date": {STRONG: [r"date\s+of\s+statement", r"statement\s+date"]},
+        "reference": {STRONG: [r"statement\s*(?:ref\.?|reference|number|no\.?)"]},
+    },
+    "trade_confirmation": {
+        "amount": {STRONG: [r"net\s+amount", r"net\s+settlement", r"total\s+settlement", r"settlement\s+amount",
+                            r"amount\s+payable"],
+                   NEGATIVE: [r"gross\s+amount", r"consideration"]},
+        "date": {STRONG: [r"trade\s+date", r"execution\s+date"], NEGATIVE: [r"settlement\s+date"]},
+        "reference": {STRONG: [r"order\s*id", r"confirmation\s*(?:no\.?|number|ref\.?)", r"contract\s*(?:no\.?|ref\.?)",
+                               r"trade\s*(?:id|ref\.?|no\.?)"]},
+    },
+    "kyc_notice": {
+        "amount": {STRONG: [r"flagged\s+transaction", r"transaction\s+under\s+review", r"amount\s+under\s+review"]},
+        "date": {STRONG: [r"notice\s+date", r"date\s+of\s+notice"], NEGATIVE: [r"transaction\s+date", r"value\s+date"]},
+        "reference": {STRONG: [r"case\s*(?:id|ref\.?|reference|no\.?|number)"]},
+    },
+    "research_note": {
+        "amount": {STRONG: [r"price\s+target", r"(?:12m\s+)?target(?:\s+price)?"],
+                   NEGATIVE: [r"share\s+price", r"current\s+price", r"last\s+price"]},
+        "date": {STRONG: [r"report\s+date", r"published", r"date\s+of\s+report"]},
+        "reference": {STRONG: [r"note\s*(?:ref\.?|id|no\.?)", r"report\s*(?:id|ref\.?|no\.?)"]},
+    },
+}
+
 
 @dataclass(frozen=True)
 class LabelHit:
@@ -130,15 +163,16 @@ class LabelHit:
 _BOUNDARY_BEFORE, _BOUNDARY_AFTER = r"(?<![^\W\d_])", r"(?![^\W\d_])"
 
 
-@lru_cache(maxsize=1)
-def _labels() -> tuple[re.Pattern[str], tuple[tuple[str, str, re.Pattern[str]], ...]]:
-    """One pattern that finds where any label may start, and each label on its own (field, tier, pattern). Whole
-    words only: a label neither starts nor ends inside a word ("tax" is not in "taxi"); digits may touch it, since
-    PDF text extraction glues values to labels ("993548900Factuurnummer:")."""
+@lru_cache(maxsize=16)
+def _labels(doc_type: str | None = None) -> tuple[re.Pattern[str], tuple[tuple[str, str, re.Pattern[str]], ...]]:
+    """One pattern that finds where any label may start, and each label on its own (field, tier, pattern), the
+    document type's own labels first. Whole words only: a label neither starts nor ends inside a word ("tax" is
+    not in "taxi"); digits may touch it, since PDF text extraction glues values to labels ("993548900Factuurnummer:")."""
     parts: list[tuple[str, str, str]] = []
-    for field, tiers in FIELD_LABELS.items():
-        for tier in TIERS:
-            parts.extend((field, tier, fragment) for fragment in tiers[tier])
+    for source in (TYPE_LABELS.get(doc_type or "", {}), FIELD_LABELS):
+        for field, tiers in source.items():
+            for tier in TIERS:
+                parts.extend((field, tier, fragment) for fragment in tiers.get(tier, ()))
     anyone = re.compile(_BOUNDARY_BEFORE + "(?:" + "|".join(f for _, _, f in parts) + ")" + _BOUNDARY_AFTER,
                         re.IGNORECASE)
     each = tuple((field, tier, re.compile(f"(?:{fragment}){_BOUNDARY_AFTER}", re.IGNORECASE))
@@ -146,10 +180,10 @@ def _labels() -> tuple[re.Pattern[str], tuple[tuple[str, str, re.Pattern[str]], 
     return anyone, each
 
 
-def _all_labels(line: str) -> list[LabelHit]:
+def _all_labels(line: str, doc_type: str | None = None) -> list[LabelHit]:
     """Every label in the line, left to right; where several start at one place the longest wins ("due date",
-    not "due"), and the scan goes on after it."""
-    anyone, each = _labels()
+    not "due"; between equals, the document type's own), and the scan goes on after it."""
+    anyone, each = _labels(doc_type)
     hits: list[LabelHit] = []
     pos = 0
     while (m := anyone.search(line, pos)) is not None:
@@ -167,12 +201,12 @@ def _all_labels(line: str) -> list[LabelHit]:
     return hits
 
 
-def label_hits(line: str, field: str) -> list[LabelHit]:
+def label_hits(line: str, field: str, doc_type: str | None = None) -> list[LabelHit]:
     """The labels of `field` in `line`, in order. One pass over all fields' labels, so a longer label of another
     field (say the date label "invoice date") hides a shorter one of this field ("invoice") inside it."""
-    return [h for h in _all_labels(line) if h.field == field]
+    return [h for h in _all_labels(line, doc_type) if h.field == field]
 
 
-def any_label_spans(line: str) -> list[tuple[int, int]]:
+def any_label_spans(line: str, doc_type: str | None = None) -> list[tuple[int, int]]:
     """Character spans of every label of any field in `line`."""
-    return [(h.start, h.end) for h in _all_labels(line)]
+    return [(h.start, h.end) for h in _all_labels(line, doc_type)]
