@@ -76,7 +76,8 @@ def documents_schema() -> pa.Schema:
         # Per scored field: the value is the one candidate its labelled place left (or the e-invoice XML's), so it
         # needed no choice; the README states how often such fields were right on the real corpora.
         pa.field("field_confident", pa.struct([pa.field(n, pa.bool_()) for n in CONFIDENCE_FIELDS])),
-        # Some scored field is not confident: a person should look at this row.
+        # A field the pipeline can verify is not confident: a person should look at this row (the issuer, a model
+        # choice never marked confident, does not count: pipeline.grounding.schema.NEVER_CONFIDENT).
         pa.field("needs_review", pa.bool_(), nullable=False),
         # The model's log-probability of each emitted value (pipeline.confidence); null for embedded_xml rows.
         pa.field("field_logprobs", pa.struct([pa.field(n, pa.float64()) for n in DocumentExtraction.model_fields])),
@@ -138,6 +139,7 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
     fields = result.model_dump(mode="json")
     if unit.kind == "document":
         from pipeline.grounding import field_confidence, is_grounded
+        from pipeline.grounding.schema import NEVER_CONFIDENT
 
         row.update(unit.context)
         from pipeline.confidence import field_logprobs
@@ -147,7 +149,8 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
         row.update(truncated=item.truncated, prompt_tokens_full=item.original_tokens, extraction_method="model",
                    grounded=is_grounded(fields, item.visible_text), field_logprobs=logprobs)
         confident = field_confidence(fields, item.visible_text, ocr=bool(unit.context.get("ocred_pages")))
-        row.update(field_confident=confident, needs_review=not all(confident.values()))
+        row.update(field_confident=confident, needs_review=not all(v for k, v in confident.items()
+                                                                    if k not in NEVER_CONFIDENT))
     else:
         row.update({k: _fact_value(k, v) for k, v in unit.facts.items()})
         row.update(source_files=list(unit.source_files), tx_fingerprint=unit.context["tx_fingerprint"])

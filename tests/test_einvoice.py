@@ -71,6 +71,7 @@ def test_run_reads_einvoices_from_xml_and_the_rest_with_the_model(tmp_path: Path
     assert xml_row["extraction_method"] == "embedded_xml" and xml_row["grounded"]
     assert {k: xml_row[k] for k in EXPECTED} == EXPECTED
     assert xml_row["prompt_tokens"] == 0 and xml_row["output_tokens"] == 0
+    assert all(xml_row["field_confident"].values()) and not xml_row["needs_review"]  # read exactly
     assert model_row["extraction_method"] == "model"
     assert {k: model_row[k] for k in GOOD_DOCUMENT} == GOOD_DOCUMENT
 

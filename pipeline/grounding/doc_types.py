@@ -115,6 +115,6 @@ def doc_type_choice(text: str) -> Choice:
     scores = doc_type_scores(text)
     best = max(scores.values(), default=0)
     if best < TITLE_WEIGHT:  # no type names itself, nor do enough cues add up to one that does
-        return Choice((OTHER,), "none", decided=best == 0)
+        return Choice((OTHER,), "none")  # a fallback, never sure: an unreadable page has no evidence either
     top = [t for t, s in scores.items() if s == best]
     return Choice(tuple(top), "strong" if len(top) == 1 else "weak", decided=len(top) == 1)

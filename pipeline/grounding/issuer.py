@@ -52,11 +52,20 @@ _TITLE_WORDS = re.compile(
 _TRAILING_TITLE = re.compile(r"(?i)\s+(?:tax\s+)?(?:invoice|receipt|rechnung|facture|factuur|factura)\s*$")
 _NOT_NAME = re.compile(
     r"(?i)(?:page\s*\d|seite\s*\d|\d+\s*(?:/|of|von|de)\s*\d+\s*$|@|www\.|https?:|\.com\b|tel\b|phone|fax|"
-    r"^\W*(?:date|datum|total|subtotal|amount|qty|description|item|price|vat|gst|tax|no\.?|invoice\s+no)\b|"
+    r"^\W*(?:date|datum|total|subtotal|amount|qty|quantity|description|item|unit|price|vat|gst|tax|no\.?|"
+    r"invoice\s+no|payment|summary|details|guest|name|page|seite|bank|iban|account|kunden?|customer)\b|"
     r"\b(?:street|st\.|road|rd\.?|avenue|ave\.?|lane|jalan|jln|taman|straße|strasse|str\.|weg|laan|rue|via|calle|"
     r"boulevard|blvd|suite|floor|building|po\s+box|postfach)\b)")
 _POSTCODE = re.compile(r"\b(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}|\d{4}\s?[A-Z]{2})\b")
 _SEPARATORS = re.compile(r"\s+[-\u2013\u2014|\u00b7\u2022]\s+|[|;\[\]]|[:,](?=\s|$)|\s{2,}|\t")
+
+
+def _mostly_labels(s: str) -> bool:
+    """A span that is mostly labels of amounts, dates or numbers ("Unit Price", "Invoice Date") names nobody."""
+    from pipeline.grounding.labels import any_label_spans
+
+    covered = sum(sum(ch.isalpha() for ch in s[a:b]) for a, b in any_label_spans(s))
+    return covered >= 0.6 * max(1, sum(ch.isalpha() for ch in s))
 
 
 def _name_like(s: str) -> bool:
@@ -65,7 +74,7 @@ def _name_like(s: str) -> bool:
     words = s.split()
     return (letters >= 2 and digits <= max(2, letters // 4) and 1 <= len(words) <= MAX_WORDS
             and len(s) <= MAX_CHARS and not _NOT_NAME.search(s) and not _POSTCODE.search(s)
-            and not _TITLE_WORDS.match(s))
+            and not _TITLE_WORDS.match(s) and not _mostly_labels(s))
 
 
 def _spans(line: str) -> list[str]:
