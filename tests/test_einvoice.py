@@ -119,3 +119,15 @@ def test_a_standalone_xml_einvoice_is_a_document_read_from_its_xml(tmp_path: Pat
     assert rows[0]["extraction_method"] == "embedded_xml" and {k: rows[0][k] for k in EXPECTED} == EXPECTED
     errors = read_dataset(tmp_path / "out", "errors").to_pylist()
     assert [e["source_file"] for e in errors] == ["order.xml"]
+
+
+def test_run_reads_an_xml_listed_only_in_af(tmp_path: Path, fake_model: Path) -> None:
+    from tests.helpers.einvoices import af_only_pdf
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    af_only_pdf(inputs / "af.pdf", CII)
+    summary, llm = _run(inputs, tmp_path / "out", fake_model)
+    rows = read_dataset(tmp_path / "out", "documents").to_pylist()
+    assert summary.reconciliation["balanced"] and sum(llm.calls) == 0
+    assert rows[0]["extraction_method"] == "embedded_xml" and {k: rows[0][k] for k in EXPECTED} == EXPECTED

@@ -192,8 +192,14 @@ def with_ocr(doc: PdfDocument, texts: dict[int, str], engine: str | None, why_no
 
 
 def _has_attachments(reader: Any) -> bool:
-    """Whether the PDF embeds files at all (the e-invoice lookup parses the file again, so skip it when not)."""
+    """Whether the PDF embeds files at all, in the EmbeddedFiles name tree or in the catalog's or a page's /AF
+    array (the e-invoice lookup parses the file again, so skip it when not)."""
     try:
-        return bool(reader.attachments)
+        if reader.attachments:
+            return True
+    except Exception:
+        pass
+    try:
+        return any(holder.get("/AF") is not None for holder in [reader.trailer["/Root"], *reader.pages])
     except Exception:
         return False
