@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import ERROR_ARROW_SCHEMA, ErrorRecord
 from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
+from pipeline.grounding.schema import NEVER_CONFIDENT
 
 DATASETS = ("documents", "account_windows", "transactions", "errors")
 KIND_DATASET = {"document": "documents", "window": "account_windows"}
@@ -139,7 +140,6 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
     fields = result.model_dump(mode="json")
     if unit.kind == "document":
         from pipeline.grounding import field_confidence, is_grounded
-        from pipeline.grounding.schema import NEVER_CONFIDENT
 
         row.update(unit.context)
         from pipeline.confidence import field_logprobs

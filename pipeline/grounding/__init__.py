@@ -26,7 +26,8 @@ The engine stays unaware of this: it receives an ordinary JSON schema per reques
 from pipeline.grounding.accounts import account_candidates
 from pipeline.grounding.amounts import amount_candidates, currency_candidates
 from pipeline.grounding.dates import date_candidates
-from pipeline.grounding.choices import Choice, document_choices
+from pipeline.grounding._common import Choice
+from pipeline.grounding.choices import document_choices
 from pipeline.grounding.schema import (
     CANDIDATE_FIELDS,
     CHOICE_FIELDS,

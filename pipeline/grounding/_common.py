@@ -3,6 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pipeline.grounding.labels import STRONG, WEAK
+
+LABELLED_TIERS = (STRONG, WEAK)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A field's candidates (best first), whether null is allowed, and how they were found."""
+
+    values: tuple[str, ...]
+    tier: str  # strong | weak | unlabelled | negative | proven | printed | inferred | none
+    nullable: bool = False
+    decided: bool = False  # one value from a labelled place (or a consistency check): no choice left to make
+    why: str = ""  # what decided it, for a person reading the choice (e.g. "labelled total = net + tax")
 
 
 def unique(values: Iterable[str]) -> list[str]:

@@ -17,28 +17,16 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 
-from pipeline.grounding._common import unique
+from pipeline.grounding._common import LABELLED_TIERS, Choice, unique
 from pipeline.grounding.amounts import amount_spans, currency_spans
 from pipeline.grounding.dates import date_spans, document_date_order
+from pipeline.grounding.doc_types import doc_type_choice
+from pipeline.grounding.issuer import issuer_choice
 from pipeline.grounding.labelled import Located, locate
-from pipeline.grounding.labels import NEGATIVE, STRONG, WEAK
+from pipeline.grounding.labels import NEGATIVE, STRONG, WEAK, any_label_spans
 from pipeline.grounding.locale import document_country, territory_currency
 
-LABELLED_TIERS = (STRONG, WEAK)
-
-
-@dataclass(frozen=True)
-class Choice:
-    """A field's candidates (best first), whether null is allowed, and how they were found."""
-
-    values: tuple[str, ...]
-    tier: str  # strong | weak | unlabelled | negative | inferred | none
-    nullable: bool = False
-    decided: bool = False  # one value from a labelled place (or a consistency check): no choice left to make
-    why: str = ""
-
-    def allows(self, value: str | None) -> bool:
-        return value in self.values or (value is None and (self.nullable or not self.values))
+__all__ = ["LABELLED_TIERS", "Choice", "DocumentChoices", "document_choices"]
 
 
 @dataclass
@@ -112,7 +100,8 @@ def amount_choice(text: str, doc_type: str | None = None) -> Choice:
     found = locate(text, "amount", amount_spans, doc_type)
     values, tier = _without_carried(text, found, *_tiered(found))
     if tier in LABELLED_TIERS:
-        proven = [v for v in values if v in _sums_of_parts(text, found, values)]
+        sums = _sums_of_parts(text, found, values)
+        proven = [v for v in values if v in sums]
         if len(proven) == 1:
             return Choice((proven[0],), tier, decided=True, why="labelled total = net + tax")
         return Choice(tuple(values), tier, decided=len(values) == 1 and tier == STRONG)
@@ -135,8 +124,6 @@ _REF_TOKEN = re.compile(r"[^\s:;,()\[\]<>\"'|]+")
 def _reference_spans(line: str) -> list[tuple[int, int, str]]:
     """Tokens holding a digit that are not dates or amounts: the candidates for a document number. A token runs
     up to the next label ("993548900Factuurnummer:" holds the number 993548900)."""
-    from pipeline.grounding.labels import any_label_spans
-
     taken = [(s, e) for s, e, _ in date_spans(line)] + [(s, e) for s, e, _ in amount_spans(line)]
     labels = any_label_spans(line)
     out = []
@@ -192,9 +179,6 @@ def currency_choice(text: str, country: str | None) -> Choice:
 def document_choices(text: str) -> DocumentChoices:
     """Every candidate field's choice for one document text (cached: the decoding schema and the finished row's
     checks ask for the same document)."""
-    from pipeline.grounding.doc_types import doc_type_choice
-    from pipeline.grounding.issuer import issuer_choice
-
     printed = unique(code for _, _, code in currency_spans(text))
     country = document_country(text, printed)
     order = document_date_order(text, country)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from pipeline.grounding.choices import Choice
+from pipeline.grounding._common import Choice
 
 TITLE_WEIGHT, CUE_WEIGHT = 3, 1
 # What counts as the top of the document for title words: a title that only appears in a footer or a reply e-mail

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from pipeline.grounding._common import unique
-from pipeline.grounding.choices import Choice
+from pipeline.grounding._common import Choice, unique
+from pipeline.grounding.labels import any_label_spans
 
 HEAD_LINES = 8  # the letterhead lies within the first lines of the first page
 MAX_WORDS, MAX_CHARS = 9, 80
@@ -62,8 +62,6 @@ _SEPARATORS = re.compile(r"\s+[-\u2013\u2014|\u00b7\u2022]\s+|[|;\[\]]|[:,](?=\s
 
 def _mostly_labels(s: str) -> bool:
     """A span that is mostly labels of amounts, dates or numbers ("Unit Price", "Invoice Date") names nobody."""
-    from pipeline.grounding.labels import any_label_spans
-
     covered = sum(sum(ch.isalpha() for ch in s[a:b]) for a, b in any_label_spans(s))
     return covered >= 0.6 * max(1, sum(ch.isalpha() for ch in s))
 
@@ -130,11 +128,10 @@ def _letterhead(lines: list[str], buyer: set[int]) -> list[int]:
     before any recipient label."""
     out = []
     for i in range(min(len(lines), HEAD_LINES)):
-        if i in buyer or _POSTCODE.search(lines[i]) or _NOT_NAME.search(lines[i]) and not _LEGAL.search(lines[i]):
-            if _POSTCODE.search(lines[i]) or i in buyer:
-                break
-            continue
-        out.append(i)
+        if i in buyer or _POSTCODE.search(lines[i]):
+            break
+        if not _NOT_NAME.search(lines[i]) or _LEGAL.search(lines[i]):
+            out.append(i)
     return out
 
 

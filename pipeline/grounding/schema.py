@@ -9,7 +9,8 @@ from functools import lru_cache
 from typing import Any
 
 from pipeline.grounding.accounts import account_candidates
-from pipeline.grounding.choices import LABELLED_TIERS, Choice, document_choices
+from pipeline.grounding._common import LABELLED_TIERS, Choice
+from pipeline.grounding.choices import document_choices
 from pipeline.grounding.spans import party_candidates
 
 # v2.2: a labelled invoice number limits the reference to labelled values; v2.3: a labelled total, the amount;
