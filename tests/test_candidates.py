@@ -158,6 +158,32 @@ def test_document_types_from_titles_and_cues_and_other_when_nothing_fits() -> No
     assert schema["properties"]["doc_type"] == {"type": "string", "enum": ["credit_note"]}
 
 
+
+@given(
+    head=st.sampled_from(["TAX INVOICE", "Tax Invoice", "INVOICE NO : 18396/102", "Simplified Tax Invoice"]),
+    settled=st.sampled_from([
+        "CASH RM 50.00\nCHANGE RM. 12.90",  # the amount after a currency sign with a stray dot (OCR)
+        "CASH 100,00\nItem Count 7 Change Amt 0.10",  # the change amount after its own label word
+        "Cash Received\nChange\n50.00\n12.90",  # a column of labels, the values below
+        "REGLE PAR ESPECE 56.00 DH",  # French: settled in cash
+        "Bar 20,00 EUR\nR\u00fcckgeld 2,50 EUR",  # German: cash tendered, change given
+        "Paid by VISA 4.50\nThank you, please come again",
+    ]),
+)
+def test_a_sale_settled_at_the_counter_is_a_receipt_even_when_headed_tax_invoice(head: str, settled: str) -> None:
+    # Shops in Malaysia, Singapore, Australia or India print "tax invoice" on the slip the customer takes away: what
+    # the document did (cash tendered, change given, card charged) says it is the receipt of a paid sale.
+    text = f"KEDAI MAJU SDN BHD\n{head}\n1 TEA 4.00\nTOTAL 4.00\n{settled}"
+    assert fields(text)["doc_type"].values == ("receipt",)
+
+
+def test_an_invoice_that_asks_for_payment_stays_an_invoice_and_letter_spaced_titles_are_read() -> None:
+    invoice = ("ACME GmbH\nRECHNUNG\nRechnungsnummer: 12\nMenge Artikel Preis\n2 Beratung 200,00\n"
+               "Gesamtbetrag 238,00 EUR\nZahlbar innerhalb 14 Tagen. Vielen Dank f\u00fcr Ihren Auftrag!")
+    assert fields(invoice)["doc_type"].values == ("invoice",)
+    spaced = "KOSTEN GMBH\nK O S T E N R E C H N U N G Seite 1\nBeleg-Nr : KR8765\nGesamtbetrag 238,00 EUR"
+    assert fields(spaced)["doc_type"].values == ("invoice",)
+
 # ------------------------------------------------------------------ grounded and confident
 
 def test_grounded_means_taken_from_the_labelled_place_and_confident_means_no_choice_was_left() -> None:

@@ -19,6 +19,19 @@ TITLE_WEIGHT, CUE_WEIGHT = 3, 1
 # ("Subject: RE: Invoice ...") says less than the heading.
 HEAD_CHARS = 600
 
+# What a sale settled at the counter prints: change handed back, cash tendered, "settled in cash". Written to survive
+# OCR of thermal paper ("CHANGE RM. 12.90", "Change Amt 0.10", a label whose value sits in the column below).
+_MONEY = r"\W{0,4}(?:rm|\$|\u20ac|\u00a3|eur|dh)?\W{0,3}\d+"
+_CHANGE = r"(?:change|r[\u00fcu]ckgeld|wechselgeld|monnaie\s+rendue|rendu|wisselgeld|vuelto|kembalian)(?:\s+(?:due|amt|amount|given))?"
+_SETTLED = [
+    rf"{_CHANGE}{_MONEY}",
+    rf"^[^\S\n]*{_CHANGE}[^\S\n]*$",  # the label alone on its line, its value in the column below
+    rf"(?:cash|tunai|esp[e\u00e8]ces?|bargeld|bar|efectivo|contanti|contant)(?:\s+(?:received|tendered|paid))?{_MONEY}",
+    r"cash\s+(?:received|tendered)",
+    r"tender\w*",
+    r"r[e\u00e9]gl[e\u00e9]e?\s+(?:par|en)\s+(?:esp[e\u00e8]ces?|carte|ch[e\u00e8]que|cb)",
+]
+
 _TYPES: dict[str, tuple[list[str], list[str]]] = {
     "credit_note": ([r"credit\s+note", r"credit\s+memo", r"gutschrift", r"rechnungskorrektur", r"avoir",
                      r"facture\s+d['\u2019]avoir", r"creditnota", r"nota\s+de\s+cr[e\u00e9]dito", r"nota\s+di\s+credito",
@@ -26,9 +39,9 @@ _TYPES: dict[str, tuple[list[str], list[str]]] = {
     "receipt": ([r"receipt", r"sales\s+receipt", r"cash\s+receipt", r"kassenbon", r"kassenbeleg", r"quittung",
                  r"re[\u00e7c]u", r"ticket\s+de\s+caisse", r"kassabon", r"recibo", r"ricevuta", r"scontrino", r"resit",
                  r"cash\s+bill", r"cash\s+sales?"],
-                [r"change(?:\s+due)?\W{0,4}(?:rm|\$|\u20ac|\u00a3)?\s*\d+", r"cash\W{0,4}(?:rm|\$|\u20ac|\u00a3)?\s*\d+",
-                 r"tender\w*", r"cashier", r"thank\s+you", r"come\s+again", r"paid\s+by", r"visa|master\s*card",
-                 r"rounding", r"counter", r"qty"]),
+                [*_SETTLED, r"paid\s+(?:by|with|in)\s+(?:cash|card|credit|debit|visa|master\s*card|amex|eftpos)",
+                 r"cashier|caissi[e\u00e8]re?|kassierer\w*|cajer[oa]|cassier[ea]", r"thank\s+you", r"come\s+again",
+                 r"visa|master\s*card", r"rounding", r"counter", r"qty"]),
     "utility_bill": ([r"electricity\s+bill", r"gas\s+bill", r"water\s+bill", r"utility\s+bill", r"stromrechnung",
                       r"facture\s+d['\u2019][\u00e9e]lectricit[\u00e9e]", r"energierekening"],
                      [r"kwh", r"meter\s+reading", r"electricit[yé]", r"[\u00e9e]lectricit[\u00e9e]", r"compteur",
@@ -75,7 +88,7 @@ _NUMBER_LABEL = r"[ \t]*(?:#|no\b|no\.|nr\b|nr\.|number|num\b|n[o\u00b0\u00ba]\b
 @lru_cache(maxsize=1)
 def _compiled() -> dict[str, tuple[list[re.Pattern[str]], list[re.Pattern[str]]]]:
     def rx(fragment: str) -> re.Pattern[str]:
-        return re.compile(rf"(?<![^\W_])(?:{fragment})(?![^\W_])(?P<numbered>{_NUMBER_LABEL})?", re.I)
+        return re.compile(rf"(?<![^\W_])(?:{fragment})(?![^\W_])(?P<numbered>{_NUMBER_LABEL})?", re.I | re.M)
 
     return {t: ([rx(f) for f in titles], [rx(f) for f in cues]) for t, (titles, cues) in _TYPES.items()}
 
@@ -91,28 +104,38 @@ def _title_weight(titles: list[re.Pattern[str]], head: str, text: str) -> int:
     return best
 
 
-# Cues that settle what a document did: change handed back and cash tendered mean the sale is paid (a receipt,
-# whatever its heading: shops print "TAX INVOICE" on receipts), so each weighs twice.
-SETTLING_CUES = {"receipt": 3}  # the first three receipt cues: change, cash, tendered
+# Cues that settle what a document did weigh twice: a sale settled at the counter (change, cash tendered) and a
+# card charged at the till. The counter ones decide against an invoice heading: shops in Malaysia, Singapore,
+# Australia or India print "TAX INVOICE" on the slip the customer takes away.
+SETTLING_CUES = {"receipt": len(_SETTLED) + 1}  # _SETTLED, then "paid by card"
+DECISIVE_CUES = {"receipt": len(_SETTLED)}
 SETTLING_WEIGHT = 2
+# A heading set with a space between letters ("K O S T E N R E C H N U N G"): the letters of one word.
+_LETTER_SPACED = re.compile(r"(?<![^\W_])(?:[^\W\d_] ){3,}[^\W\d_](?![^\W_])")
 
 
-def doc_type_scores(text: str) -> dict[str, int]:
-    """Evidence per type: title words in the document's head count fully, elsewhere as a cue."""
+def doc_type_scores(text: str) -> tuple[dict[str, int], set[str]]:
+    """Evidence per type (title words in the document's head count fully, elsewhere as a cue), and the types
+    whose decisive cues the document prints."""
+    text = _LETTER_SPACED.sub(lambda m: m[0].replace(" ", ""), text)
     head = text[:HEAD_CHARS]
-    scores = {}
+    scores, decisive = {}, set()
     for doc_type, (titles, cues) in _compiled().items():
-        settling = SETTLING_CUES.get(doc_type, 0)
+        settling, deciding = SETTLING_CUES.get(doc_type, 0), DECISIVE_CUES.get(doc_type, 0)
         score = _title_weight(titles, head, text)
         for i, cue in enumerate(cues):
             if cue.search(text):
                 score += SETTLING_WEIGHT if i < settling else CUE_WEIGHT
+                if i < deciding:
+                    decisive.add(doc_type)
         scores[doc_type] = score
-    return scores
+    return scores, decisive
 
 
 def doc_type_choice(text: str) -> Choice:
-    scores = doc_type_scores(text)
+    scores, decisive = doc_type_scores(text)
+    if "receipt" in decisive and scores["receipt"] >= TITLE_WEIGHT:  # paid at the counter, whatever the heading
+        return Choice(("receipt",), "strong", decided=True)
     best = max(scores.values(), default=0)
     if best < TITLE_WEIGHT:  # no type names itself, nor do enough cues add up to one that does
         return Choice((OTHER,), "none")  # a fallback, never sure: an unreadable page has no evidence either
