@@ -36,6 +36,24 @@ def test_a_symbol_is_read_in_the_documents_country_and_an_unprinted_currency_is_
     assert choice.values == ("HUF",) and choice.nullable and not choice.decided
 
 
+
+@given(city=st.sampled_from([("50480 Kuala Lumpur.", "MYR", "03/04/2018", "2018-04-03"),
+                             ("43300 SERI KEMBANGAN, SELANGOR", "MYR", "03/04/2018", "2018-04-03"),
+                             ("Springfield, IL 62701", "USD", "03/04/2018", "2018-03-04"),
+                             ("75008 Paris", "EUR", "03/04/2018", "2018-04-03")]))
+def test_the_city_of_a_postal_address_tells_the_country_when_nothing_else_does(city: tuple) -> None:
+    address, currency, printed, iso = city
+    text = f"KEDAI MAJU\nNo. 3, Jalan Besar\n{address}\nDate: {printed}\nTotal 12.00\nCup holder 48x230ml"
+    assert fields(text)["currency"].values == (currency,)  # inferred, never confident
+    assert not fields(text)["currency"].decided
+    assert fields(text)["date"].values == (iso,)
+
+
+def test_a_code_next_to_a_count_or_a_unit_is_no_currency() -> None:
+    # "SUMMER CUP 48X230ML" is a product line, not Cuban pesos; "ALL 3KG" not Albanian lek
+    assert currency_candidates("013 SUMMER CUP 48X230ML 9.00\nALL 3KG\nTotal 9.00") == []
+    assert currency_candidates("CUP 48.50") == ["CUP"]
+
 # ------------------------------------------------------------------ dates
 
 def test_a_french_invoice_reads_day_first_and_a_us_invoice_month_first() -> None:

