@@ -136,6 +136,34 @@ def test_net_plus_tax_proves_the_total_among_several_labelled_ones() -> None:
     assert choice.values == ("2928.00",) and choice.decided
 
 
+@given(cents=st.integers(min_value=20, max_value=199_999),
+       adjust=st.sampled_from([Decimal("-0.02"), Decimal("-0.01"), Decimal("0.01"), Decimal("0.02")]))
+def test_the_rounded_total_that_was_paid_is_the_amount(cents: int, adjust: Decimal) -> None:
+    # Malaysia, Switzerland, the Netherlands... round cash payments to 0.05: the page prints the total, the
+    # adjustment and what was paid; the amount is the rounded figure, not the unrounded total.
+    paid = Decimal(cents) * Decimal("0.05")
+    total = paid - adjust
+    text = f"Total (Inclusive of GST): {total}\nRounding Adj: {adjust}\nCASH : {paid:.2f}\nCHANGE : 0.00"
+    choice = fields(text)["amount"]
+    assert choice.values == (f"{paid:.2f}",) and choice.decided
+    # no rounding line: the labelled total stays the amount
+    assert fields(f"Total (Inclusive of GST): {total}\nCASH : {paid:.2f}")["amount"].values == (f"{total}",)
+
+
+def test_cash_tendered_minus_change_proves_the_amount_not_a_chance_sum() -> None:
+    # 10.00 = 9.34 + 0.56 + 0.10 must not prove the cash as a total; 10.00 - 0.10 = 9.90 is what was paid
+    text = ("6942131561507 1X 9.90 9.90\nTotal Incl. GSTa6X RM 9,90\nCASH RM 10.00\nCHANGE RM 0.10\n"
+            "GST Summary Amt(RM) Tax(RM)\nGST S@6% 9,34 0.56")
+    assert fields(text)["amount"].values == ("9.90",)
+
+
+def test_a_total_excluding_tax_is_not_the_amount() -> None:
+    text = ("Total Sales (Excluding GST) : 78.00\nTotal GST : 4.68\nRounding : 0.00\n"
+            "Total Sales (Inclusive of GST) : 82.68\nCASH : 100.00\nChange : 17.32")
+    choice = fields(text)["amount"]
+    assert choice.values == ("82.68",) and choice.decided
+
+
 # ------------------------------------------------------------------ references
 
 def test_the_invoice_number_is_the_labelled_one_not_order_customer_or_vat_numbers() -> None:

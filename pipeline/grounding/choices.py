@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 
 from pipeline.grounding._common import LABELLED_TIERS, Choice, unique
@@ -23,7 +23,8 @@ from pipeline.grounding.dates import date_spans, document_date_order
 from pipeline.grounding.doc_types import doc_type_choice
 from pipeline.grounding.issuer import issuer_choice
 from pipeline.grounding.labelled import Located, locate
-from pipeline.grounding.labels import NEGATIVE, STRONG, WEAK, any_label_spans
+from pipeline.grounding.labels import (CASH_WORDS, CHANGE_WORDS, NEGATIVE, ROUNDING_WORDS, STRONG, WEAK,
+                                      any_label_spans)
 from pipeline.grounding.locale import document_country, territory_currency
 
 __all__ = ["LABELLED_TIERS", "Choice", "DocumentChoices", "document_choices"]
@@ -70,12 +71,54 @@ def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[st
     for total in totals:
         t = Decimal(total)
         for i, a in enumerate(tax_d):
-            if t - a in net_d and t - a != a:
+            if t - a in net_d and t - a > a:  # the net is larger than its tax
                 proven.add(total)
             for b in tax_d[i + 1:]:
-                if t - a - b in net_d and t - a - b not in (a, b):
+                if t - a - b in net_d and t - a - b > max(a, b):
                     proven.add(total)
     return proven
+
+
+_CASH_LINE = re.compile(rf"(?i)(?<![^\W\d_])(?:{CASH_WORDS})(?![^\W\d_])")
+_CHANGE_LINE = re.compile(rf"(?i)(?<![^\W\d_])(?:{CHANGE_WORDS})(?![^\W\d_])")
+_ROUNDING_LINE = re.compile(rf"(?i)(?<![^\W\d_])(?:{ROUNDING_WORDS})(?![^\W\d_])")
+
+
+def _line_values(text: str, found: list[Located], rx: re.Pattern[str]) -> list[Decimal]:
+    lines = text.splitlines()
+    return [Decimal(f.value) for f in found if rx.search(lines[f.line])]
+
+
+def _paid(text: str, found: list[Located]) -> set[str]:
+    """Amounts the page proves were paid: cash tendered minus the change given back, when that difference is
+    printed elsewhere on the page too (a sale settled at the counter)."""
+    lines = text.splitlines()
+    settling = [f for f in found if _CASH_LINE.search(lines[f.line]) or _CHANGE_LINE.search(lines[f.line])]
+    elsewhere = {Decimal(f.value) for f in found if f not in settling}
+    cash, change = _line_values(text, found, _CASH_LINE), _line_values(text, found, _CHANGE_LINE)
+    return {f"{c - g:.2f}" for c in cash for g in change if c - g > 0 and c - g in elsewhere}
+
+
+# Cash totals are rounded to the smallest coin in circulation: 0.05 in Malaysia, Switzerland, the Netherlands,
+# Canada, Australia. (Whole-unit rounding, as in Sweden, is not read: a figure rounded to a unit is too often a
+# round sum of cash tendered.)
+ROUNDING_UNIT = Decimal("0.05")
+
+
+def _rounded(text: str, found: list[Located], totals: list[str]) -> list[str]:
+    """The total rounded to the nearest coin, when the page prints a rounding line and that rounded figure: what
+    was paid. (The adjustment itself is not needed: OCR often loses its sign or digits.)"""
+    lines = text.splitlines()
+    if not any(_ROUNDING_LINE.search(line) for line in lines):
+        return []
+    printed = {Decimal(f.value) for f in found}
+    out = []
+    for total in totals:
+        t = Decimal(total)
+        r = (t / ROUNDING_UNIT).quantize(Decimal(1), rounding=ROUND_HALF_UP) * ROUNDING_UNIT
+        if r != t and r > 0 and r in printed:
+            out.append(f"{r:.2f}")
+    return unique(out)
 
 
 # A balance carried over from earlier invoices: an amount due that includes it is not this document's total.
@@ -99,15 +142,19 @@ def _without_carried(text: str, found: list[Located], values: list[str], tier: s
 def amount_choice(text: str, doc_type: str | None = None) -> Choice:
     found = locate(text, "amount", amount_spans, doc_type)
     values, tier = _without_carried(text, found, *_tiered(found))
+    paid = _paid(text, found)
     if tier in LABELLED_TIERS:
-        sums = _sums_of_parts(text, found, values)
+        rounded = _rounded(text, found, values)
+        if len(rounded) == 1:
+            return Choice((rounded[0],), "proven", decided=True, why="labelled total + printed rounding")
+        sums = _sums_of_parts(text, found, values) | paid
         proven = [v for v in values if v in sums]
         if len(proven) == 1:
-            return Choice((proven[0],), tier, decided=True, why="labelled total = net + tax")
+            return Choice((proven[0],), tier, decided=True, why="labelled total = net + tax, or cash - change")
         return Choice(tuple(values), tier, decided=len(values) == 1 and tier == STRONG)
-    proven = sorted(_sums_of_parts(text, found, unique(f.value for f in found)), key=Decimal)
+    proven = sorted(_sums_of_parts(text, found, unique(f.value for f in found)) | paid, key=Decimal)
     if proven:
-        return Choice((proven[-1],), "proven", decided=len(proven) == 1, why="net + tax = gross")
+        return Choice((proven[-1],), "proven", decided=len(proven) == 1, why="net + tax = gross, or cash - change")
     return Choice(tuple(values), tier, nullable=True)
 
 

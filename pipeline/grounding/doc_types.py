@@ -13,6 +13,7 @@ import re
 from functools import lru_cache
 
 from pipeline.grounding._common import Choice
+from pipeline.grounding.labels import CASH_WORDS, CHANGE_WORDS
 
 TITLE_WEIGHT, CUE_WEIGHT = 3, 1
 # What counts as the top of the document for title words: a title that only appears in a footer or a reply e-mail
@@ -22,11 +23,11 @@ HEAD_CHARS = 600
 # What a sale settled at the counter prints: change handed back, cash tendered, "settled in cash". Written to survive
 # OCR of thermal paper ("CHANGE RM. 12.90", "Change Amt 0.10", a label whose value sits in the column below).
 _MONEY = r"\W{0,4}(?:rm|\$|\u20ac|\u00a3|eur|dh)?\W{0,3}\d+"
-_CHANGE = r"(?:change|r[\u00fcu]ckgeld|wechselgeld|monnaie\s+rendue|rendu|wisselgeld|vuelto|kembalian)(?:\s+(?:due|amt|amount|given))?"
+_CHANGE = rf"(?:{CHANGE_WORDS})(?:\s+(?:due|amt|amount|given))?"
 _SETTLED = [
     rf"{_CHANGE}{_MONEY}",
     rf"^[^\S\n]*{_CHANGE}[^\S\n]*$",  # the label alone on its line, its value in the column below
-    rf"(?:cash|tunai|esp[e\u00e8]ces?|bargeld|bar|efectivo|contanti|contant)(?:\s+(?:received|tendered|paid))?{_MONEY}",
+    rf"(?:{CASH_WORDS})(?:\s+(?:received|tendered|paid))?{_MONEY}",
     r"cash\s+(?:received|tendered)",
     r"tender\w*",
     r"r[e\u00e9]gl[e\u00e9]e?\s+(?:par|en)\s+(?:esp[e\u00e8]ces?|carte|ch[e\u00e8]que|cb)",

@@ -22,6 +22,12 @@ from functools import lru_cache
 STRONG, WEAK, NEGATIVE = "strong", "weak", "negative"
 TIERS = (STRONG, WEAK, NEGATIVE)
 
+# How a sale settled at the counter is printed: the cash handed over and the change given back. The receipt
+# classifier reads them as cues; the amount's arithmetic as the paid amount (cash - change).
+CASH_WORDS = r"cash|tunai|esp[e\u00e8]ces?|bargeld|bar|efectivo|contanti|contant"
+CHANGE_WORDS = r"change|r[\u00fcu]ckgeld|wechselgeld|monnaie\s+rendue|rendu|wisselgeld|vuelto|kembalian"
+ROUNDING_WORDS = r"rounding|round(?:ed)?\s+(?:off|adj\w*)|arrondi\w*|rundung\w*|afronding\w*|redondeo"
+
 _AMOUNT = {
     STRONG: [
         r"amount\s+due", r"total\s+due", r"balance\s+due", r"amount\s+payable", r"total\s+(?:amount\s+)?payable",
@@ -46,7 +52,8 @@ _AMOUNT = {
         r"charges", r"sum", r"jumlah", r"total\s+price", r"total\s+[^\W\d_]+", r"balance",
     ],
     NEGATIVE: [
-        r"sub\s*-?\s*total", r"subtotaal", r"zwischensumme", r"sous\s*-?\s*total", r"net\s+total", r"total\s+net",
+        r"sub\s*-?\s*total", r"subtotaal",
+        r"total\s+(?:(?:sales|amount)\s*)?\(?\s*(?:exc\w*|before|w/o|without)\.?(?:\s+of)?(?:\s*(?:vat|tax|gst|sst))?\)?", r"zwischensumme", r"sous\s*-?\s*total", r"net\s+total", r"total\s+net",
         r"netto\w*", r"net\s+amount", r"net\s+value", r"taxable\s+(?:value|amount)", r"total\s+excl\w*\.?",
         r"excl\w*\.?(?:\s+(?:vat|tax|gst))?", r"hors\s+taxes?", r"total\s+ht", r"montant\s+ht", r"\bht\b",
         r"total\s+(?:vat|tax|gst|sst|mwst|tva|btw|iva)", r"(?:vat|tax|gst|sst|mwst|ust|tva|btw|iva|cgst|sgst|igst)\b",
