@@ -185,6 +185,17 @@ def test_issuer_candidates_are_names_never_labels_page_counters_addresses_or_the
         assert bad not in joined
 
 
+@given(printed=st.sampled_from(["SUN VICTORY SON BHD", "SUN VICTORY SDN BHO", "SUN VICTORY SUN BHD",
+                                "SUN VICTORY S0N. BHD.", "SUN VICTORY SDN BHD"]))
+def test_a_legal_form_misread_by_ocr_is_read_as_the_form(printed: str) -> None:
+    # Tesseract reads D as O or U and D as O on thermal paper; the legal form is the field's vocabulary, so a
+    # near-miss of it is the form itself (and the name's own words are left as printed)
+    text = f"{printed}\n(No. 193573-M)\nLevel 62, Block D1\nTOTAL RM 4.00"
+    assert fields(text)["issuer"].values[0] == "SUN VICTORY SDN BHD"
+    assert fields("99 SPEED MART S/B (519537-X)\nLOT P.T. 2841, JALAN ANGSA\nTotal 4.00")["issuer"].values[0] == (
+        "99 SPEED MART S/B")
+
+
 def test_a_seller_label_names_the_issuer() -> None:
     text = "Bill to Address:\nATTN: iViveLabs Limited\nService Provider:\nAmazon Web Services, Inc.\n410 Terry Ave"
     assert fields(text)["issuer"].values[0] == "Amazon Web Services, Inc."

@@ -31,11 +31,33 @@ LEGAL_FORMS = (
     r"bvba", r"sarl", r"s\.a\.r\.l\.", r"sas", r"s\.a\.s\.", r"s\.a\.", r"eurl", r"sasu", r"sprl", r"srl",
     r"s\.r\.l\.", r"s\.p\.a\.", r"s\.l\.", r"s\.l\.u\.", r"ltd\.?", r"limited", r"llc", r"l\.l\.c\.", r"llp",
     r"inc\.?", r"incorporated", r"corp\.?", r"corporation", r"co\.", r"company", r"plc", r"pvt\.?\s*ltd\.?",
-    r"private\s+limited", r"sdn\.?\s*bhd\.?", r"bhd\.?", r"berhad", r"pte\.?\s*ltd\.?", r"pty\.?\s*ltd\.?", r"oy",
+    r"private\s+limited", r"sdn\.?\s*bhd\.?", r"bhd\.?", r"s/b", r"berhad", r"pte\.?\s*ltd\.?", r"pty\.?\s*ltd\.?", r"oy",
     r"oyj", r"ab", r"a/s", r"asa", r"aps", r"sp\.\s*z\s*o\.\s*o\.", r"s\.r\.o\.", r"a\.s\.", r"kft\.?",
     r"zrt\.?", r"d\.o\.o\.", r"enterprise", r"enterprises", r"trading", r"restaurant", r"restoran", r"store", r"mart",
     r"services", r"industries", r"holdings?", r"group",
 )
+# Legal forms as OCR of thermal paper misreads them (D as O or U, O as 0 or D, I and L as 1): a near-miss of the
+# field's vocabulary is the form itself. Only multi-letter forms of two words, where a near-miss is no other word.
+_OCR_FORMS = ("Sdn Bhd", "Pvt Ltd", "Pte Ltd", "Pty Ltd")
+_OCR_CLASSES = {"d": "[dDoOuU0]", "o": "[oO0dD]", "i": "[iIlL1|]", "l": "[lLiI1|]", "b": "[bB8]", "s": "[sS5]",
+                "t": "[tT]"}
+_OCR_FORM_RE = [(form, re.compile(r"(?<![^\W_])" + r"\.?\s*".join(
+    "".join(_OCR_CLASSES.get(ch, re.escape(ch)) for ch in word.lower()) for word in form.split())
+    + r"\.?(?![^\W_])", re.I)) for form in _OCR_FORMS]
+
+
+def _canonical_forms(line: str) -> str:
+    """The line with OCR near-misses of two-word legal forms written as the form ("SON BHD" -> "SDN BHD")."""
+    for form, rx in _OCR_FORM_RE:
+        def canon(m: re.Match[str], form: str = form) -> str:
+            seen = m.group(0)
+            if re.fullmatch(r"(?i)" + r"\.?\s*".join(form.split()) + r"\.?", seen):
+                return seen  # already the form, however punctuated
+            return form.upper() if seen.upper() == seen else form
+        line = rx.sub(canon, line)
+    return line
+
+
 _LEGAL = re.compile(r"(?<![^\W_])(?:" + "|".join(sorted(LEGAL_FORMS, key=len, reverse=True)) + r")(?![^\W_])", re.I)
 _SELLER_LABEL = re.compile(r"(?i)^.*?\b(?:from|seller|vendor|supplier|service\s+provider|sold\s+by|issued\s+by|biller|"
                            r"merchant|verk[\u00e4a]ufer|lieferant|rechnungs?(?:er)?steller|aussteller|fournisseur|vendeur|[\u00e9e]metteur|"
@@ -137,7 +159,7 @@ def _letterhead(lines: list[str], buyer: set[int]) -> list[int]:
 
 def issuer_choice(text: str) -> Choice:
     first_page = text.split("\n[page 2]\n", 1)[0]
-    lines = [" ".join(line.split()) for line in first_page.splitlines()]
+    lines = [_canonical_forms(" ".join(line.split())) for line in first_page.splitlines()]
     buyer = _buyer_lines(lines)
     head = _letterhead(lines, buyer)
     seller = []
