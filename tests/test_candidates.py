@@ -87,6 +87,19 @@ def test_a_labelled_date_in_the_countrys_format_is_the_one_candidate(day: dt.dat
     assert fields(text)["date"].values == (day.isoformat(),)
 
 
+@settings(max_examples=40, deadline=None)
+@given(day=st.dates(min_value=dt.date(2000, 1, 1), max_value=dt.date(2039, 12, 31)),
+       spaced=st.sampled_from(["{d:02d}- {m:02d}-{y}", "{d:02d} / {m:02d} / {y}", "{d:02d}-{m:02d}- {y2:02d}",
+                               "{d:02d}- {m:02d} {y}"]))
+def test_a_date_that_ocr_spaced_out_is_still_a_date(day: dt.date, spaced: str) -> None:
+    # thermal-paper OCR puts spaces around separators and drops one ("05- 03 2018 19: 02: 50")
+    printed = spaced.format(d=day.day, m=day.month, y=day.year, y2=day.year % 100)
+    text = f"KEDAI MAJU SDN BHD\n43300 Seri Kembangan, Selangor\nDate : {printed} 19: 02: 50\nTOTAL RM 4.00"
+    assert fields(text)["date"].values == (day.isoformat(),)
+    # a phone number or an item code is no date
+    assert fields("Tel: 03- 62 2018\nJA01-04 - 2/60\nTOTAL RM 4.00")["date"].values == ()
+
+
 # ------------------------------------------------------------------ amounts
 
 _GROUPING = {"en": (",", "."), "de": (".", ","), "fr": ("\u00a0", ","), "ch": ("'", ".")}

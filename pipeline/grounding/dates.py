@@ -28,8 +28,10 @@ _NUMERIC_DATES = (
     re.compile(r"(?<![\d/.-])(?P<y>\d{4})[/.](?P<m>\d{1,2})[/.](?P<d>\d{1,2})(?!\d|[/.]\d)"),
     re.compile(r"(?<![\d.])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4}|\d{2})(?!\d|\.\d)"),
 )
-# d/m/y or m/d/y (also with dashes): ambiguous on its own; read in the document's order.
-_SLASH_DATE = re.compile(r"(?<![\d/.-])(?P<a>\d{1,2})(?P<sep>[/-])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4}|\d{2})(?![\d/]|-\d)")
+# d/m/y or m/d/y (also with dashes): ambiguous on its own; read in the document's order. OCR of thermal paper
+# spaces the separators out and drops the second one before a four-digit year ("05- 03 2018").
+_SLASH_DATE = re.compile(r"(?<![\d/.-])(?P<a>\d{1,2}) ?(?P<sep>[/-]) ?(?P<b>\d{1,2}) ?"
+                         r"(?:(?P=sep) ?(?P<y>\d{4}|\d{2})|(?P<y4>(?:19|20)\d{2}))(?![\d/]|-\d)")
 
 _WORD = r"[^\W\d_]{3,12}\.?"
 _DAY = r"\d{1,2}(?:st|nd|rd|th|er|e|\u00ba|\u00b0)?\.?"
@@ -104,7 +106,7 @@ def date_spans(text: str, order: str | None = None) -> list[tuple[int, int, str]
             if iso:
                 found.append((m.start(), m.end(), iso))
     for m in _SLASH_DATE.finditer(text):
-        a, b, y = int(m["a"]), int(m["b"]), _year(m["y"])
+        a, b, y = int(m["a"]), int(m["b"]), _year(m["y"] or m["y4"])
         readings = {DMY: _iso(y, b, a), MDY: _iso(y, a, b)}
         if order in readings and readings[order]:
             chosen = [readings[order]]
