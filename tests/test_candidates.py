@@ -238,6 +238,8 @@ def test_document_types_from_titles_and_cues_and_other_when_nothing_fits() -> No
         "REGLE PAR ESPECE 56.00 DH",  # French: settled in cash
         "Bar 20,00 EUR\nR\u00fcckgeld 2,50 EUR",  # German: cash tendered, change given
         "Paid by VISA 4.50\nThank you, please come again",
+        "Visa RM 85.54\nShell Loyalty Card",  # a card charged at the till, the amount beside the scheme
+        "Change Due s 70.10",  # the currency sign misread as a letter
     ]),
 )
 def test_a_sale_settled_at_the_counter_is_a_receipt_even_when_headed_tax_invoice(head: str, settled: str) -> None:

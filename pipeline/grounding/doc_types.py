@@ -22,13 +22,14 @@ HEAD_CHARS = 600
 
 # What a sale settled at the counter prints: change handed back, cash tendered, "settled in cash". Written to survive
 # OCR of thermal paper ("CHANGE RM. 12.90", "Change Amt 0.10", a label whose value sits in the column below).
-_MONEY = r"\W{0,4}(?:rm|\$|\u20ac|\u00a3|eur|dh)?\W{0,3}\d+"
+_MONEY = r"\W{0,4}(?:rm|\$|\u20ac|\u00a3|eur|dh|[^\W\d_])?\W{0,3}\d+"  # a lone letter: a misread sign
 _CHANGE = rf"(?:{CHANGE_WORDS})(?:\s+(?:due|amt|amount|given))?"
 _SETTLED = [
     rf"{_CHANGE}{_MONEY}",
     rf"^[^\S\n]*{_CHANGE}[^\S\n]*$",  # the label alone on its line, its value in the column below
     rf"(?:{CASH_WORDS})(?:\s+(?:received|tendered|paid))?{_MONEY}",
     r"cash\s+(?:received|tendered)",
+    rf"(?:visa|master\s*card|amex|maestro|eftpos|(?:debit|credit)\s+card){_MONEY}",  # a card charged at the till
     r"tender\w*",
     r"r[e\u00e9]gl[e\u00e9]e?\s+(?:par|en)\s+(?:esp[e\u00e8]ces?|carte|ch[e\u00e8]que|cb)",
 ]
@@ -135,7 +136,7 @@ def doc_type_scores(text: str) -> tuple[dict[str, int], set[str]]:
 
 def doc_type_choice(text: str) -> Choice:
     scores, decisive = doc_type_scores(text)
-    if "receipt" in decisive and scores["receipt"] >= TITLE_WEIGHT:  # paid at the counter, whatever the heading
+    if "receipt" in decisive:  # paid at the counter, whatever the heading
         return Choice(("receipt",), "strong", decided=True)
     best = max(scores.values(), default=0)
     if best < TITLE_WEIGHT:  # no type names itself, nor do enough cues add up to one that does
