@@ -198,6 +198,17 @@ def test_issuer_candidates_are_names_never_labels_page_counters_addresses_or_the
         assert bad not in joined
 
 
+def test_the_payee_of_a_remittance_block_is_the_issuer_and_a_county_is_no_name() -> None:
+    text = ("Unit 4, Innovation Drive Phone: +44 (0)1234 567890\nN EXG E N Milton Keynes info@nexgen.co.uk\n"
+            "Buckinghamshire\nBILL TO\nAlphaTech Solutions\nInvoice No. NG-INV-2025-00123\nTotal 4355.86\n"
+            "REMIT PAYMENT TO\nNEXGEN\nUnit 4, Innovation Drive")
+    choice = fields(text)["issuer"]
+    assert choice.values[0] == "NEXGEN" and "Buckinghamshire" not in choice.values
+    labelled = ("INVOICE ORIGINAL\nPAYABLE TO : INVOICE DATE | 12/20/2013\n"
+                "LG Electronics MobileComm U.S.A, Inc. S/O NUMBER\nPost Office Box #100402\nBILL TO\nGOOGLE INC.")
+    assert fields(labelled)["issuer"].values[0].startswith("LG Electronics MobileComm U.S.A, Inc.")
+
+
 @given(printed=st.sampled_from(["SUN VICTORY SON BHD", "SUN VICTORY SDN BHO", "SUN VICTORY SUN BHD",
                                 "SUN VICTORY S0N. BHD.", "SUN VICTORY SDN BHD"]))
 def test_a_legal_form_misread_by_ocr_is_read_as_the_form(printed: str) -> None:

