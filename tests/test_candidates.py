@@ -170,6 +170,16 @@ def test_cash_tendered_minus_change_proves_the_amount_not_a_chance_sum() -> None
     assert fields(text)["amount"].values == ("9.90",)
 
 
+def test_a_label_on_the_values_own_line_beats_the_header_row_above() -> None:
+    # "BILL TO Invoice No:" reads as a row of labels, but the date below has its own "Invoice Date:"
+    text = ("BILL TO Invoice No: #INV04096\nRobert West Invoice Date: 7/14/19\n913 Marcus Ways\n"
+            "New Victor, TN 22416 Due Date: 09/12/19\nTotal $1,200.54")
+    choice = fields(text)["date"]
+    assert choice.values == ("2019-07-14",) and choice.decided
+    # "Total GST" is the tax, not a generic "Total <word>"
+    assert fields("Sub Total 10.94\nTotal GST 0.66\nTOTAL 11.60\nCASH 20.00")["amount"].values == ("11.60",)
+
+
 def test_a_total_excluding_tax_is_not_the_amount() -> None:
     text = ("Total Sales (Excluding GST) : 78.00\nTotal GST : 4.68\nRounding : 0.00\n"
             "Total Sales (Inclusive of GST) : 82.68\nCASH : 100.00\nChange : 17.32")

@@ -92,10 +92,13 @@ def locate(text: str, field: str, scan: Spans, doc_type: str | None = None) -> l
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
     scanned = [scan(line) for line in lines]
-    tiers: dict[tuple[int, int], str] = {}  # (line, start) -> tier
+    # (line, start) -> tier; a label on the value's own line beats one above it (a header row's column, a label
+    # ending the line above): "BILL TO Invoice No:" heads the next line, whose own "Invoice Date:" labels its date
+    own: dict[tuple[int, int], str] = {}
+    above: dict[tuple[int, int], str] = {}
 
-    def tag(i: int, start: int, tier: str) -> None:
-        tiers.setdefault((i, start), tier)
+    def tag(i: int, start: int, tier: str, same_line: bool = True) -> None:
+        (own if same_line else above).setdefault((i, start), tier)
 
     for i, line in enumerate(lines):
         hits = _line_labels(line, field)
@@ -103,7 +106,7 @@ def locate(text: str, field: str, scan: Spans, doc_type: str | None = None) -> l
         if _is_header_row(line, values, doc_type) and hits and i + 1 < len(lines):
             if not _item_table(hits):
                 for start, tier in _columns(line, hits, lines[i + 1], scanned[i + 1]):
-                    tag(i + 1, start, tier)
+                    tag(i + 1, start, tier, same_line=False)
             continue
         for hit in hits:
             after = [v for v in values if v[0] >= hit.end and _between_is_filler(line, hit.end, v[0], values)]
@@ -126,12 +129,12 @@ def locate(text: str, field: str, scan: Spans, doc_type: str | None = None) -> l
                         if len(any_label_spans(line, doc_type)) >= 2 and len(scanned[j]) >= 2:  # one column of a header row
                             if not _item_table(hits):
                                 for start, tier in _columns(line, [hit], lines[j], scanned[j]):
-                                    tag(j, start, tier)
+                                    tag(j, start, tier, same_line=False)
                         elif not _line_labels(lines[j][:scanned[j][0][0]], field):
-                            tag(j, scanned[j][0][0], hit.tier)
+                            tag(j, scanned[j][0][0], hit.tier, same_line=False)
                         break
     out = []
     for i, values in enumerate(scanned):
         for start, _, value in values:
-            out.append(Located(value, tiers.get((i, start)), i, offsets[i] + start))
+            out.append(Located(value, own.get((i, start), above.get((i, start))), i, offsets[i] + start))
     return out

@@ -178,7 +178,7 @@ def _labels(doc_type: str | None = None) -> tuple[re.Pattern[str], tuple[tuple[s
     parts: list[tuple[str, str, str]] = []
     for source in (TYPE_LABELS.get(doc_type or "", {}), FIELD_LABELS):
         for field, tiers in source.items():
-            for tier in TIERS:
+            for tier in (STRONG, NEGATIVE, WEAK):  # between equals, the specific beats the generic ("total gst")
                 parts.extend((field, tier, fragment) for fragment in tiers.get(tier, ()))
     anyone = re.compile(_BOUNDARY_BEFORE + "(?:" + "|".join(f for _, _, f in parts) + ")" + _BOUNDARY_AFTER,
                         re.IGNORECASE)
