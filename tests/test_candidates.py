@@ -219,6 +219,19 @@ def test_the_payee_of_a_remittance_block_is_the_issuer_and_a_county_is_no_name()
     assert fields(labelled)["issuer"].values[0].startswith("LG Electronics MobileComm U.S.A, Inc.")
 
 
+@given(head=st.sampled_from([("HOME MASTER HARDWARE &", "ELECTRICAL", "HOME MASTER HARDWARE & ELECTRICAL"),
+                             ("AIK HUAT HARDWARE ENTERPRISE (SETIA", "ALAM) SDN BHD",
+                              "AIK HUAT HARDWARE ENTERPRISE (SETIA ALAM) SDN BHD"),
+                             ("POPULAR BOOK", "CO. (M) SDN BHD", "POPULAR BOOK CO. (M) SDN BHD"),
+                             ("MR D.1.Y. (JOHOR) SDN BHD", "", "MR D.I.Y. (JOHOR) SDN BHD")]))
+def test_a_letterhead_name_set_over_two_lines_or_with_digits_in_its_initials_is_one_name(head: tuple) -> None:
+    # a name continues when its line ends with "&" or an open parenthesis, or when the next line is its legal
+    # form; OCR reads the I of an initialism as 1
+    first, second, name = head
+    text = f"{first}\n{second}\nNO. 3, JALAN BESAR\n43300 SERI KEMBANGAN\nTOTAL RM 4.00"
+    assert fields(text)["issuer"].values[0] == name
+
+
 @given(printed=st.sampled_from(["SUN VICTORY SON BHD", "SUN VICTORY SDN BHO", "SUN VICTORY SUN BHD",
                                 "SUN VICTORY S0N. BHD.", "SUN VICTORY SDN BHD"]))
 def test_a_legal_form_misread_by_ocr_is_read_as_the_form(printed: str) -> None:

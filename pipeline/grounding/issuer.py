@@ -161,6 +161,8 @@ def _letterhead(lines: list[str], buyer: set[int]) -> list[int]:
     before any recipient label."""
     out = []
     for i in range(min(len(lines), HEAD_LINES)):
+        if not lines[i]:
+            continue
         if i in buyer or _POSTCODE.search(lines[i]):
             break
         if not _NOT_NAME.search(lines[i]) or _LEGAL.search(lines[i]):
@@ -168,9 +170,30 @@ def _letterhead(lines: list[str], buyer: set[int]) -> list[int]:
     return out
 
 
+_CONTINUES = re.compile(r"(?:&|\band|-)$|\([^)]*$")  # "HARDWARE &", "ENTERPRISE (SETIA": the name goes on
+_FORM_LINE = re.compile(rf"^(?:{'|'.join(LEGAL_FORMS)}|\(\w\)|[\s.,])+$", re.I)  # "CO. (M) SDN BHD"
+_INITIALISM = re.compile(r"(?<![^\W_])(?:[^\W_]\.){2,}")  # "D.1.Y."
+_DIGIT_AS_LETTER = str.maketrans("1058", "IOSB")
+
+
+def _read_name_lines(lines: list[str]) -> list[str]:
+    """The letterhead as names are set: a name continued on the next line (after "&", an open parenthesis, or
+    followed by a line holding only its legal form) joined into one line, and the digits OCR reads into an
+    initialism's letters ("D.1.Y.") read as the letters. A joined line's successor is left empty."""
+    out = list(lines)
+    for i in range(min(len(out), HEAD_LINES) - 1):
+        nxt = out[i + 1]
+        if out[i] and nxt and (_CONTINUES.search(out[i]) or (_FORM_LINE.match(nxt) and _LEGAL.search(nxt))):
+            out[i], out[i + 1] = f"{out[i]} {nxt}", ""
+    def letters(m: re.Match[str]) -> str:  # an initialism has letters; "1.1." of a date stays as printed
+        return m[0].translate(_DIGIT_AS_LETTER) if re.search(r"[^\W\d_]", m[0]) else m[0]
+
+    return [_INITIALISM.sub(letters, line) for line in out]
+
+
 def issuer_choice(text: str) -> Choice:
     first_page = text.split("\n[page 2]\n", 1)[0]
-    lines = [_canonical_forms(" ".join(line.split())) for line in first_page.splitlines()]
+    lines = _read_name_lines([_canonical_forms(" ".join(line.split())) for line in first_page.splitlines()])
     buyer = _buyer_lines(lines)
     head = _letterhead(lines, buyer)
     seller = []
