@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -168,6 +169,22 @@ def test_cash_tendered_minus_change_proves_the_amount_not_a_chance_sum() -> None
     text = ("6942131561507 1X 9.90 9.90\nTotal Incl. GSTa6X RM 9,90\nCASH RM 10.00\nCHANGE RM 0.10\n"
             "GST Summary Amt(RM) Tax(RM)\nGST S@6% 9,34 0.56")
     assert fields(text)["amount"].values == ("9.90",)
+
+
+@pytest.mark.parametrize("case", [
+    # OCR splits the decimals off at the line's end
+    ("Max HD-10K Stapler 7.30 T\nTotal RM Incl. of GST 7. 30\nCash -10. 00\nCHANGE 2. 70", "7.30"),
+    # the tax label OCR'd into junk between the total's label and its value
+    ("TOTAL INCL. GSTR6Z RM 57,40\nCASH RM 100.00\nCHANGE RM 42.60\nGST @6% included in total RM 3.25", "57.40"),
+    # a labelled zero is no document's amount; cash - change proves the paid one
+    ("TOTAL SAVING: 0.00 TOTAL.\nCash 50.00\nCHANGE 24.15\nS=6% 0.00 0.00\nZe 0% 25.85 0.00", "25.85"),
+    # a weak label the page's arithmetic contradicts: net + tax and cash - change both prove 29.68
+    ("3122 29.68 29.68 SR\nTotal Sales (Inclusive of GST) : CN\nCASH : 29.68\nChange : 0.00\n"
+     "Tax Code % Amt (RM) Tax (RM)\nSR 6 28.00 1.68\nTotal : 28.00 1.68", "29.68"),
+])
+def test_a_scanned_receipts_amount_survives_ocr_and_is_checked_by_its_arithmetic(case: tuple) -> None:
+    text, amount = case
+    assert fields(text)["amount"].values == (amount,)
 
 
 def test_a_label_on_the_values_own_line_beats_the_header_row_above() -> None:

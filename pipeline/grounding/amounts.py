@@ -36,6 +36,11 @@ _WHOLE_AMOUNT = (re.compile(rf"{_CCY} ?{_WHOLE}"),
                  re.compile(rf"(?<![\w.,\-\u2212]){_WHOLE} ?{_CCY}(?![A-Za-z])(?! ?\d)"))
 
 
+# OCR of a receipt's right-hand column splits the cents off ("RM 31. 20"): read so only at a line's end, where a
+# value column ends, never inside running text.
+_SPLIT_DECIMAL = re.compile(r"(?<![\w.,'\-\u2212])(?P<sign>[-\u2212] ?)?(?P<int>\d{1,6})[.,] (?P<frac>\d{2})[ \t]*$", re.M)
+
+
 def _plain(sign: str | None, whole: str, frac: str) -> str:
     return f"{'-' if sign else ''}{int(re.sub(r'[^0-9]', '', whole))}.{frac}"
 
@@ -52,6 +57,9 @@ def amount_spans(text: str) -> list[tuple[int, int, str]]:
     for m in _ONE_DECIMAL.finditer(text):
         if (m["code"] is None or m["code"] in iso_currencies()) and not (m["grp"] and m["grp"] == m["dec"]):
             found.append((m.start("int"), m.end("frac"), _plain(m["sign"], m["int"], m["frac"] + "0")))
+    for m in _SPLIT_DECIMAL.finditer(text):
+        found.append((m.start("sign") if m["sign"] else m.start("int"), m.end("frac"),
+                      _plain(m["sign"], m["int"], m["frac"])))
     for rx in _WHOLE_AMOUNT:  # a code must be an ISO 4217 one: "INV-100" is an invoice number, not -100 of INV
         found.extend((m.start("int"), m.end("int"), _plain(m["sign"], m["int"], "00")) for m in rx.finditer(text)
                      if m["code"] is None or m["code"] in iso_currencies())

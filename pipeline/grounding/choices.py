@@ -140,9 +140,12 @@ def _without_carried(text: str, found: list[Located], values: list[str], tier: s
 
 
 def amount_choice(text: str, doc_type: str | None = None) -> Choice:
-    found = locate(text, "amount", amount_spans, doc_type)
+    # a labelled zero ("TOTAL SAVING: 0.00", "Rounding 0.00") is no document's amount: unlabelled, it is no choice
+    found = [f if Decimal(f.value) or f.tier is None else Located(f.value, None, f.line, f.start)
+             for f in locate(text, "amount", amount_spans, doc_type)]
     values, tier = _without_carried(text, found, *_tiered(found))
     paid = _paid(text, found)
+    anywhere = sorted(_sums_of_parts(text, found, unique(f.value for f in found)) | paid, key=Decimal)
     if tier in LABELLED_TIERS:
         rounded = _rounded(text, found, values)
         if len(rounded) == 1:
@@ -151,10 +154,11 @@ def amount_choice(text: str, doc_type: str | None = None) -> Choice:
         proven = [v for v in values if v in sums]
         if len(proven) == 1:
             return Choice((proven[0],), tier, decided=True, why="labelled total = net + tax, or cash - change")
-        return Choice(tuple(values), tier, decided=len(values) == 1 and tier == STRONG)
-    proven = sorted(_sums_of_parts(text, found, unique(f.value for f in found)) | paid, key=Decimal)
-    if proven:
-        return Choice((proven[-1],), "proven", decided=len(proven) == 1, why="net + tax = gross, or cash - change")
+        if tier == STRONG or not proven and not anywhere:
+            return Choice(tuple(values), tier, decided=len(values) == 1 and tier == STRONG)
+        # a generic label ("Total") the page's arithmetic contradicts: the proven amount is the one
+    if anywhere:
+        return Choice((anywhere[-1],), "proven", decided=len(anywhere) == 1, why="net + tax = gross, or cash - change")
     return Choice(tuple(values), tier, nullable=True)
 
 

@@ -36,6 +36,7 @@ def _between_is_filler(line: str, start: int, end: int, scanned: list[tuple[int,
     if any(start <= s < end for s, _, _ in scanned):
         return False
     gap = re.sub(r"@?\s*\d{1,2}(?:[.,]\d{1,2})?\s*%", " ", gap)  # a tax rate between label and value: "GST 6%"
+    gap = re.sub(r"(?i)\b(?:gst|vat|tax|sst)\w{0,4}", " ", gap)  # "GST@6%" as OCR reads it: "GSTR6Z", "GSTa6X"
     gap = re.sub(r"[A-Z]{3}|[^\w\s]|\b(?:in|of|the|amount|rm|rs|inr|usd|eur)\b", " ", gap, flags=re.I)
     return len(gap.strip()) <= 12 and not re.search(r"\d", gap)
 
