@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.ids import file_sha256, stable_id
+from pipeline.identity import file_sha256, stable_id
 
 
 

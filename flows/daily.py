@@ -21,9 +21,9 @@ from prefect.artifacts import create_markdown_artifact
 from flows.report import run_markdown
 from flows.tasks import prefect_stages
 from pipeline.config import RunConfig
-from pipeline.datasets import DATASETS
+from pipeline.output.datasets import DATASETS
 from pipeline.run import RunSummary, run_pipeline
-from pipeline.sink import output_lock
+from pipeline.output.sink import output_lock
 
 RESERVED_OPTIONS = frozenset({"input_dir", "output_dir", "run_date", "model_dir", "force"})
 WRITER_POLL_S = 2.0

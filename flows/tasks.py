@@ -27,12 +27,12 @@ from prefect.context import TaskRunContext
 from prefect.utilities.annotations import quote
 
 from flows.caching import ingest_cache_key
-from pipeline.bucketing import Bucket, PreparedRequests
+from pipeline.plan.bucketing import Bucket, PreparedRequests
 from pipeline.ingest import IngestLimits, IngestResult, ingest
 from pipeline.ingest.profiles import BankProfile
 from pipeline.models import load_llm
 from pipeline.run import BucketResult, Stages, infer, prepare_requests, write_run
-from pipeline.sink import Staging
+from pipeline.output.sink import Staging
 
 ENGINE_ERROR_CLASS = "EngineError"  # error_class `pipeline.run.infer` gives items lost to an engine exception
 

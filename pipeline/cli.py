@@ -22,7 +22,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pipeline.config import (EngineOptions, ExecutorOptions, RunConfig, default_model_dir, executor_options,
                                  speculative_config)
     from pipeline.models import model_parts, resolve_model
-    from pipeline.report import run_summary_table
+    from pipeline.output.report import run_summary_table
     from pipeline.run import run_pipeline
 
     console = Console(stderr=False)
@@ -56,7 +56,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if cfg.model_dir.is_dir() and not is_adapter(cfg.model_dir) and not (cfg.model_dir / "config.json").is_file():
         console.print(f"[red]model not found:[/red] {cfg.model_dir} has no config.json (pass --model DIR|FILE.gguf|NAME)")
         return 2
-    from pipeline.sink import OutputError
+    from pipeline.output.sink import OutputError
 
     try:
         summary = run_pipeline(cfg)
@@ -71,7 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from pipeline.report import inspect_output
+    from pipeline.output.report import inspect_output
 
     return inspect_output(Path(args.output))
 
@@ -245,8 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_inspect(sub)
     _add_models(sub)
-    _register_external(sub, "eval", "pipeline.evaluate", "measure extraction quality on the held-out gold set")
-    _register_external(sub, "bench", "pipeline.bench.cli", "benchmark the engine on the standard workload")
+    _register_external(sub, "eval", "eval.evaluate", "measure extraction quality on the held-out gold set")
+    _register_external(sub, "bench", "bench.cli", "benchmark the engine on the standard workload")
     _register_external(sub, "backfill", "flows.cli", "re-run the daily Prefect flow over a date range")
     _add_quantize(sub)
     return parser

@@ -123,14 +123,14 @@ class EngineOptions(BaseModel):
     # engine.SpeculativeConfig as a dict (see `speculative_config`); greedy outputs do not depend on it, so it is
     # not part of any row's identity.
     speculative_config: dict[str, Any] | None = None
-    # Ranks for documents whose KV does not fit this engine's cache (pipeline.routing): they run on a second,
+    # Ranks for documents whose KV does not fit this engine's cache (pipeline.plan.routing): they run on a second,
     # context-parallel engine (ring attention) instead of failing. 1: no second engine. Greedy outputs do not
     # depend on where a request ran, so it is not part of any row's identity.
     context_parallel_size: int = Field(default=1, ge=1, le=64)
 
 
 class ExecutorOptions(BaseModel):
-    """Where inference runs: in this process (default) or on Ray engine actors (pipeline.ray_executor)."""
+    """Where inference runs: in this process (default) or on Ray engine actors (pipeline.infer.ray_executor)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from pipeline.ids import stable_id
+from pipeline.identity import stable_id
 
 
 class Stage:

@@ -191,7 +191,7 @@ def model_identity(model: str | Path, quantization: str | None = None, kv_cache_
 def _template_sha(model: str, stamp: tuple[tuple[str, int, int], ...]) -> str | None:
     from engine import load_tokenizer
 
-    from pipeline.prompts import chat_template_sha
+    from pipeline.plan.prompts import chat_template_sha
 
     return chat_template_sha(load_tokenizer(model))
 

@@ -32,21 +32,21 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.bucketing import Bucket, PreparedRequests, WorkItem, prepare_requests
+from pipeline.plan.bucketing import Bucket, PreparedRequests, WorkItem, prepare_requests
 from pipeline.config import RunConfig
-from pipeline.datasets import KIND_DATASET, error_rows, output_row, transaction_rows
+from pipeline.output.datasets import KIND_DATASET, error_rows, output_row, transaction_rows
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_from_table
 from pipeline.grounding.windows import supported_flags
-from pipeline.ids import stable_id
+from pipeline.identity import stable_id
 from pipeline.ingest import IngestResult, ingest
-from pipeline.manifest import Reconciliation, RunManifest
+from pipeline.output.manifest import Reconciliation, RunManifest
 from pipeline.models import load_llm, model_identity, model_template_sha
-from pipeline.prompts import chat_template_sha
-from pipeline.routing import route_long
-from pipeline.sink import COMMIT, Staging, check_output_dir, drop_stale, output_lock, publish_committed, published_ids, roll_forward
-from pipeline.validate import decoding_schema, validate_completion
-from pipeline.windows import out_of_range
-from pipeline.work import WorkUnit, document_units, output_settings, prompt_version, schema_version, window_units
+from pipeline.plan.prompts import chat_template_sha
+from pipeline.plan.routing import route_long
+from pipeline.output.sink import COMMIT, Staging, check_output_dir, drop_stale, output_lock, publish_committed, published_ids, roll_forward
+from pipeline.infer.validate import decoding_schema, validate_completion
+from pipeline.plan.windows import out_of_range
+from pipeline.plan.work import WorkUnit, document_units, output_settings, prompt_version, schema_version, window_units
 
 __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm", "model_identity", "plan_units",
            "prepare_requests", "run_pipeline", "write_run"]
@@ -248,11 +248,11 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
 
     `llm` may be passed in (an already-loaded engine, or a test double with the same API);
     otherwise it is loaded with `load_llm` only when there is work to do (with `cfg.executor.kind == "ray"`: a
-    pool of engine actors, `pipeline.ray_executor`, shut down when the run ends)."""
+    pool of engine actors, `pipeline.infer.ray_executor`, shut down when the run ends)."""
     if cfg.executor.kind == "ray" and llm is None:
         if cfg.engine.context_parallel_size > 1:
             raise ValueError("--context-parallel is not available with --executor ray yet")
-        from pipeline.ray_executor import ray_stages  # noqa: PLC0415 - Ray is optional
+        from pipeline.infer.ray_executor import ray_stages  # noqa: PLC0415 - Ray is optional
 
         stages = ray_stages(stages, cfg.executor)
         pool: list[Any] = []
@@ -365,13 +365,13 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
 
 
 def _einvoice_table(units: list[WorkUnit], run_fields: dict[str, str]) -> pa.Table:
-    from pipeline.datasets import dataset_schema, einvoice_row
+    from pipeline.output.datasets import dataset_schema, einvoice_row
 
     return pa.Table.from_pylist([einvoice_row(u, run_fields) for u in units], schema=dataset_schema("documents"))
 
 
 def _rows_table(res: BucketResult) -> pa.Table:
-    from pipeline.datasets import dataset_schema
+    from pipeline.output.datasets import dataset_schema
 
     return pa.Table.from_pylist(res.rows, schema=dataset_schema(KIND_DATASET[res.kind]))
 

@@ -1,7 +1,7 @@
 """Account-window summary: the model's verdict on one account over one period.
 
 Every field is decidable from the aggregates the prompt states (computed with polars in
-`pipeline.windows`), so the model never does arithmetic and the gold is a pure function
+`pipeline.plan.windows`), so the model never does arithmetic and the gold is a pure function
 of those aggregates.
 """
 

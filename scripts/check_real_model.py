@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import LLM, SamplingParams  # noqa: E402
 from pipeline.models import resolve_model  # noqa: E402
-from pipeline.prompts import document_messages  # noqa: E402
+from pipeline.plan.prompts import document_messages  # noqa: E402
 
 QUESTIONS = ["What is the capital of France?", "Write one sentence about invoices.", "Name three colours.",
              "What does IBAN stand for?"]
@@ -34,7 +34,7 @@ MAX_TOKENS = 48
 def _prompts(llm: LLM) -> list[list[int]]:
     from pypdf import PdfReader
 
-    from pipeline.pdf_text import document_text, page_texts
+    from pipeline.ingest.pdf_text import document_text, page_texts
 
     convs = [[{"role": "user", "content": q}] for q in QUESTIONS]
     for name in ("invoice.pdf", "bank_statement_2_pages.pdf", "kyc_notice.pdf", "trade_confirmation.pdf"):

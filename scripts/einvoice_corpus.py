@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from pipeline.einvoice import _root_name, einvoice_fields, embedded_xml
+from pipeline.ingest.einvoice import _root_name, einvoice_fields, embedded_xml
 
 
 def _facturx_finds(data: bytes) -> bool:

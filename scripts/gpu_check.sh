@@ -17,7 +17,7 @@ PY=.venv/bin/python
 $PY -c "import torch, triton; assert torch.cuda.is_available(), 'torch has no CUDA'; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())" | tee "$OUT/versions.txt"
 timeout 240 $PY -m pytest -q tests/test_triton_kernels.py tests/test_triton_int8.py 2>&1 | tee "$OUT/kernels.txt" | tail -3
 timeout 120 $PY -m pytest -q tests/test_engine_parity.py -k "greedy_matches_hf" 2>&1 | tee "$OUT/parity.txt" | tail -3
-timeout 240 $PY -m pipeline.bench --device cuda --dtype bfloat16 --systems hf_generate_b4,engine_prefix_cache,engine_compiled \
+timeout 240 $PY -m bench --device cuda --dtype bfloat16 --systems hf_generate_b4,engine_prefix_cache,engine_compiled \
   --out "$OUT/bench" 2>&1 | tee "$OUT/bench.txt" | tail -15
 # 4. decode CUDA graphs: the test file natively, then the real model with graphs vs eager (tokens equal, timings)
 timeout 120 $PY -m pytest -q tests/test_decode_graphs.py 2>&1 | tee "$OUT/decode_graphs.txt" | tail -3

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.real_gold import SCORED_FIELDS, field_matches, load_gold_dir  # noqa: E402
+from eval.real_gold import SCORED_FIELDS, field_matches, load_gold_dir  # noqa: E402
 
 
 def _scores(report: dict, ids: list[str]) -> dict[str, tuple[int, int]]:

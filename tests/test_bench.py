@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench.config import WorkloadSpec, expand_systems
-from pipeline.bench.metrics import agreement, percentile, request_flops
-from pipeline.bench.shapes import SHAPES, ModelShape, build_checkpoint
-from pipeline.bench.workload import build_workload
+from bench.config import WorkloadSpec, expand_systems
+from bench.metrics import agreement, percentile, request_flops
+from bench.shapes import SHAPES, ModelShape, build_checkpoint
+from bench.workload import build_workload
 
 ROW_KEYS = {
     "name", "label", "kind", "status", "reason", "wall_s", "requests_per_s", "output_tokens_per_s", "total_tokens_per_s",
@@ -85,7 +85,7 @@ def test_shape_checkpoint_matches_its_declared_size(tmp_path: Path, name: str) -
 
 
 def test_register_adds_bench_subcommand() -> None:
-    from pipeline.bench.cli import config_from_args, register
+    from bench.cli import config_from_args, register
 
     parser = argparse.ArgumentParser(prog="pipeline")
     register(parser.add_subparsers(dest="command"))
@@ -103,7 +103,7 @@ def _png(path: Path) -> bool:
 
 
 def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
-    from pipeline.bench.cli import main
+    from bench.cli import main
 
     from engine.devices import cpu_has_fast_bf16
 
@@ -169,8 +169,8 @@ def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
 
 
 def test_ratios_against_a_stopped_baseline_are_lower_bounds() -> None:
-    from pipeline.bench.results import empty_row
-    from pipeline.bench.runner import _ratios
+    from bench.results import empty_row
+    from bench.runner import _ratios
 
     wl = build_workload(WorkloadSpec(num_requests=4, prefix_len=4, body_median=10, body_min=8, body_max=16,
                                      output_min=10, output_max=10), vocab_size=100)
@@ -189,8 +189,8 @@ def test_ratios_against_a_stopped_baseline_are_lower_bounds() -> None:
 
 
 def test_system_timeout_stops_the_worker(tmp_path: Path) -> None:
-    from pipeline.bench.config import BenchJob, EngineOptions, HFOptions
-    from pipeline.bench.runner import _run_worker
+    from bench.config import BenchJob, EngineOptions, HFOptions
+    from bench.runner import _run_worker
 
     job = BenchJob(system="hf_generate_b4", model_dir=tmp_path, shape={}, dtype="float32", device="cpu", threads=1,
                    workload=WorkloadSpec(), workload_fingerprint="x", reserved_ids=[], engine=EngineOptions(),

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench.config import WorkloadSpec
-from pipeline.bench.floor import kv_bytes_per_token, workload_floor
-from pipeline.bench.llamacpp import parse_batched_bench, peer_ggufs, run_peer, uniform_shape
-from pipeline.bench.metrics import request_flops
-from pipeline.bench.results import empty_row
-from pipeline.bench.shapes import SHAPES
-from pipeline.bench.workload import build_workload
+from bench.config import WorkloadSpec
+from bench.floor import kv_bytes_per_token, workload_floor
+from bench.llamacpp import parse_batched_bench, peer_ggufs, run_peer, uniform_shape
+from bench.metrics import request_flops
+from bench.results import empty_row
+from bench.shapes import SHAPES
+from bench.workload import build_workload
 
 TABLE = """
 main: n_kv_max = 58560, n_batch = 2048, n_ubatch = 512, flash_attn = 1, is_pp_shared = 0, n_gpu_layers = -1
@@ -80,7 +80,7 @@ def test_peer_needs_weights(tmp_path: Path) -> None:
 
 
 def test_engine_rows_get_a_ratio_against_the_best_peer() -> None:
-    from pipeline.bench.runner import _ratios
+    from bench.runner import _ratios
 
     wl = build_workload(UNIFORM, vocab_size=100)
     rates = {"output_tokens_per_s": 2.0, "total_tokens_per_s": 4.0, "requests_per_s": 0.5}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.bucketing import prepare_requests
-from pipeline.work import WorkUnit
+from pipeline.plan.bucketing import prepare_requests
+from pipeline.plan.work import WorkUnit
 from tests.helpers.fake_llm import ByteTokenizer
 
 MAX_TOKENS = {"document": 20, "window": 20}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline.grounding import document_choices, field_confidence, is_grounded
 from pipeline.grounding.amounts import currency_candidates
-from pipeline.validate import decoding_schema
+from pipeline.infer.validate import decoding_schema
 
 
 def fields(text: str) -> dict:

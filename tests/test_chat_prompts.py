@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from engine.tokenizer import Tokenizer
-from pipeline.prompts import (
+from pipeline.plan.prompts import (
     CHAT_DOCUMENT_TASK,
     CHAT_SYSTEM, PROMPT_VERSION, chat_template_sha, document_messages, encode_prompt, prompt_version,
     WINDOW_FACT_LABELS, render_document_prompt, render_window_prompt, window_messages,
 )
-from pipeline.work import document_row_id
+from pipeline.plan.work import document_row_id
 from tests.helpers.checkpoints import build_tokenizer
 from tests.test_chat_template import CHATML_SMOLLM, LLAMA3_STYLE
 from tests.test_prompts import FACTS

@@ -25,7 +25,7 @@ def test_missing_optional_module_gives_a_clear_message(monkeypatch: pytest.Monke
     real = importlib.import_module
 
     def fake_import(name: str, *a: object, **k: object) -> object:
-        if name in ("pipeline.evaluate", "pipeline.bench.cli"):
+        if name in ("eval.evaluate", "bench.cli"):
             raise ModuleNotFoundError(f"No module named '{name}'")
         return real(name, *a, **k)
 
@@ -33,7 +33,7 @@ def test_missing_optional_module_gives_a_clear_message(monkeypatch: pytest.Monke
     assert cli.main(["bench", "--anything"]) == 2
     assert "pipeline bench is unavailable" in capsys.readouterr().err
     assert cli.main(["eval"]) == 2
-    assert "pipeline.evaluate" in capsys.readouterr().err
+    assert "eval.evaluate" in capsys.readouterr().err
 
 
 def test_run_reports_a_missing_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

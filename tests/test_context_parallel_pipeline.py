@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bucketing import Bucket, WorkItem
+from pipeline.plan.bucketing import Bucket, WorkItem
 from pipeline.config import EngineOptions, RunConfig
-from pipeline.routing import route_long
-from pipeline.sink import read_dataset
+from pipeline.plan.routing import route_long
+from pipeline.output.sink import read_dataset
 from pipeline.run import run_pipeline
-from pipeline.work import WorkUnit
+from pipeline.plan.work import WorkUnit
 from tests.helpers.pipeline_inputs import make_pdf
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,8 +16,8 @@ from pypdf import PdfReader
 
 from data.tools import docs, fake, transactions, txlogs
 from data.tools.build_dataset import build
-from pipeline.pdf_text import document_text, needs_ocr, page_texts
-from pipeline.windows import reference_summary, window_facts
+from pipeline.ingest.pdf_text import document_text, needs_ocr, page_texts
+from pipeline.plan.windows import reference_summary, window_facts
 from schemas import AccountWindowSummary, DocumentExtraction
 
 DATA = Path(__file__).resolve().parents[1] / "data"

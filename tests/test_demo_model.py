@@ -11,8 +11,8 @@ import torch
 from pypdf import PdfReader
 from tokenizers import Tokenizer
 
-from pipeline.pdf_text import document_text, page_texts
-from pipeline.prompts import render_document_prompt, render_window_prompt
+from pipeline.ingest.pdf_text import document_text, page_texts
+from pipeline.plan.prompts import render_document_prompt, render_window_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "data" / "models" / "finextract-3m"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import RunConfig
-from pipeline.einvoice import einvoice_fields, embedded_xml
+from pipeline.ingest.einvoice import einvoice_fields, embedded_xml
 from pipeline.run import run_pipeline
-from pipeline.sink import read_dataset
+from pipeline.output.sink import read_dataset
 from tests.helpers.einvoices import CII, EXPECTED, UBL, ZUGFERD1, einvoice_pdf
 from tests.helpers.fake_llm import GOOD_DOCUMENT, FakeLLM
 from tests.helpers.pipeline_inputs import make_pdf

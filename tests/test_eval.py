@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate import DEMO_MODEL_DIR, EvalItem, Scores, compare_reports, register, run_eval
+from eval.evaluate import DEMO_MODEL_DIR, EvalItem, Scores, compare_reports, register, run_eval
 from schemas import DocumentExtraction
 
 GOLD = {"doc_type": "invoice", "issuer": "A", "counterparty": None, "reference": "R1", "date": "2024-01-02",

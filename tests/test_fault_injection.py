@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.config import RunConfig
 from pipeline.run import run_pipeline
-from pipeline.sink import read_dataset
+from pipeline.output.sink import read_dataset
 from tests.helpers.fake_llm import FakeLLM
 from tests.helpers.pipeline_inputs import write_sample_inputs
 

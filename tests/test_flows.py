@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pipeline import cli
-from pipeline.sink import read_dataset
+from pipeline.output.sink import read_dataset
 from tests.helpers.fake_llm import FakeLLM
 from tests.helpers.pipeline_inputs import INVOICE_TEXT, make_pdf
 

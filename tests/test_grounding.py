@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from pipeline.bucketing import prepare_requests
+from pipeline.plan.bucketing import prepare_requests
 from pipeline.grounding import Choice, account_candidates, amount_candidates, date_candidates, grounded_schema
 from pipeline.run import infer
-from pipeline.validate import decoding_schema
-from pipeline.work import WorkUnit
+from pipeline.infer.validate import decoding_schema
+from pipeline.plan.work import WorkUnit
 from schemas import DocumentExtraction
 from tests.helpers.fake_llm import ByteTokenizer, FakeLLM
 
@@ -213,7 +213,7 @@ def _facts(**counts: int) -> dict[str, object]:
 
 
 def test_window_flags_are_bounded_by_their_non_zero_counts() -> None:
-    from pipeline.validate import decoding_schema
+    from pipeline.infer.validate import decoding_schema
 
     schema = decoding_schema("window", facts=_facts(new_counterparty_count=2, foreign_count=1))
     assert schema["properties"]["flags"]["items"]["enum"] == ["new_counterparties", "foreign_currency"]
@@ -233,8 +233,8 @@ def test_window_grounding_never_rules_out_the_reference_answer() -> None:
     import json
     from pathlib import Path
 
-    from pipeline.validate import decoding_schema
-    from pipeline.windows import reference_summary
+    from pipeline.infer.validate import decoding_schema
+    from pipeline.plan.windows import reference_summary
 
     lines = (Path(__file__).resolve().parents[1] / "data" / "eval" / "windows.jsonl").read_text().splitlines()
     for line in lines:

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.config import RunConfig
 from pipeline.run import run_pipeline
-from pipeline.sink import read_dataset
+from pipeline.output.sink import read_dataset
 from tests.helpers.fake_llm import FakeLLM
 
 
@@ -184,7 +184,7 @@ def test_an_output_path_that_is_a_file_or_read_only_is_one_clear_line(
         tmp_path: Path, fake_model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     import errno
 
-    from pipeline import sink
+    from pipeline.output import sink
 
     inp = tmp_path / "in"
     inp.mkdir()

@@ -43,7 +43,7 @@ def test_logprobs_are_the_models_own(checkpoints, schema) -> None:
 
 
 def test_field_logprobs_sum_the_tokens_that_spell_each_value() -> None:
-    from pipeline.confidence import field_logprobs, value_spans
+    from pipeline.infer.confidence import field_logprobs, value_spans
     from tests.helpers.fake_llm import ByteTokenizer
 
     tok = ByteTokenizer()

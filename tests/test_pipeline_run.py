@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.config import RunConfig
 from pipeline.run import run_pipeline
-from pipeline.sink import read_dataset
+from pipeline.output.sink import read_dataset
 from schemas import AccountWindowSummary, DocumentExtraction
 from tests.helpers.fake_llm import BAD_MARKER, FakeLLM
 from tests.helpers.pipeline_inputs import make_pdf, write_sample_inputs
@@ -120,7 +120,7 @@ def test_force_for_one_date_leaves_other_dates_partitions_alone(inputs: Path, fa
     ({"max_tokens_window": 96}, {"account_windows"}),
     ({"engine": {"dtype": "float32"}}, {"documents", "account_windows"}),
     ({"engine": {"max_model_len": 1024}}, {"documents", "account_windows"}),
-    ("pipeline.pdf_text.TEXT_VERSION", {"documents"}),
+    ("pipeline.ingest.pdf_text.TEXT_VERSION", {"documents"}),
     ("pipeline.grounding.GROUNDING_VERSION", {"documents", "account_windows"}),  # windows are grounded too (v2.4)
     ("pipeline.ingest.transactions.PARSER_VERSION", {"account_windows", "transactions"}),
 ], ids=["max_tokens_document", "max_tokens_window", "dtype", "max_model_len", "pdf-text-version",

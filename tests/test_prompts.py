@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.prompts import (
+from pipeline.plan.prompts import (
     ANSWER_MARKER,
     DOCUMENT_INSTRUCTION,
     PROMPT_VERSION,

@@ -11,10 +11,10 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'finllm-pipeline[ray]')")
 
-from pipeline import ray_executor  # noqa: E402
+from pipeline.infer import ray_executor  # noqa: E402
 from pipeline.config import ExecutorOptions, RunConfig  # noqa: E402
 from pipeline.run import run_pipeline  # noqa: E402
-from pipeline.sink import read_dataset  # noqa: E402
+from pipeline.output.sink import read_dataset  # noqa: E402
 from tests.helpers.pipeline_inputs import write_sample_inputs  # noqa: E402
 
 DATASETS = ("documents", "account_windows", "transactions", "errors")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate import DEMO_MODEL_DIR, run_eval
-from pipeline.real_gold import field_matches, issuer_matches, load_gold_dir
+from eval.evaluate import DEMO_MODEL_DIR, run_eval
+from eval.real_gold import field_matches, issuer_matches, load_gold_dir
 from tests.helpers.einvoices import CII, EXPECTED, einvoice_pdf
 from tests.helpers.pipeline_inputs import make_pdf
 
@@ -86,7 +86,7 @@ def test_eval_gold_scores_the_embedded_xml_path_and_the_model(tmp_path: Path) ->
 @pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is absent")
 def test_real_einvoices_are_read_exactly() -> None:
     """Every real e-invoice in the development set (7 ZUGFeRD/Factur-X CII, 1 UBL) scores 6/6 from its XML."""
-    from pipeline.evaluate import Scores, load_gold_items
+    from eval.evaluate import Scores, load_gold_items
 
     items, _ = load_gold_items(REALDATA)
     embedded = [it for it in items if it.embedded is not None]

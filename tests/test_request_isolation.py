@@ -113,8 +113,8 @@ def test_a_broken_schema_costs_one_pipeline_row_not_its_bucket(monkeypatch):
     from pathlib import Path
 
     import pipeline.run as run
-    from pipeline.bucketing import prepare_requests
-    from pipeline.work import WorkUnit
+    from pipeline.plan.bucketing import prepare_requests
+    from pipeline.plan.work import WorkUnit
 
     model = Path(__file__).resolve().parents[1] / "data" / "models" / "finextract-3m"
     llm = LLM(model, dtype="float32")

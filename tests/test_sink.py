@@ -11,10 +11,10 @@ import pytest
 import polars as pl
 import pyarrow.parquet as pq
 
-from pipeline.datasets import dataset_schema, error_rows
+from pipeline.output.datasets import dataset_schema, error_rows
 from pipeline.errors import ErrorRecord
-from pipeline import sink
-from pipeline.sink import COMMIT, Staging, drop_stale, publish_committed, published_ids, read_dataset, roll_forward
+from pipeline.output import sink
+from pipeline.output.sink import COMMIT, Staging, drop_stale, publish_committed, published_ids, read_dataset, roll_forward
 
 RUN = {"model_id": "m@1", "prompt_version": "p1", "schema_version": "1.0.0"}
 

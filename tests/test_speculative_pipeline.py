@@ -59,7 +59,7 @@ def test_pipeline_run_rows_identical_with_speculation(tmp_path: Path, capsys: py
 
 def test_eval_and_extraction_bench_report_the_same_outputs(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from pipeline.bench.cli import main as bench_main
+    from bench.cli import main as bench_main
 
     model = str(demo_model_dir())
     assert bench_main(["--workload", "extraction", "--model", model, "--limit", "4", "--out", str(tmp_path), "--repeat", "1",
@@ -73,7 +73,7 @@ def test_eval_and_extraction_bench_report_the_same_outputs(tmp_path: Path,
     assert sp["steps_saved_share"] == pytest.approx(1 - spec["steps"] / base["steps"])
     assert "x throughput" in capsys.readouterr().out
 
-    from pipeline.evaluate import main as eval_main
+    from eval.evaluate import main as eval_main
 
     assert eval_main(["eval", "--model", model, "--limit", "4", "--speculative", "ngram", "--no-progress",
                       "--json", str(tmp_path / "e.json"), "--compare-to", str(tmp_path / "none.json")]) == 2

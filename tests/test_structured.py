@@ -273,7 +273,7 @@ def test_apply_mask_on_cuda_matches_cpu(backend: StructuredOutputBackend) -> Non
 def test_grounded_window_schema_admits_supported_flags_only(backend: StructuredOutputBackend, hf_tok: Any) -> None:
     """The engine's grammar for a window whose only non-zero count is structuring: [] and ["structuring"] decode,
     a flag without evidence does not, and a window without any non-zero count takes only "low" and []."""
-    from pipeline.validate import decoding_schema
+    from pipeline.infer.validate import decoding_schema
 
     counts = {"large_cash_count": 0, "new_counterparty_count": 0, "structuring_count": 3, "foreign_count": 0}
     schema = decoding_schema("window", facts=counts)

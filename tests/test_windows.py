@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
-from pipeline.windows import reference_summary, window_facts
+from pipeline.plan.windows import reference_summary, window_facts
 from schemas import TRANSACTION_ARROW_SCHEMA
 
 ACC = "DE89370400440532013000"

@@ -1,7 +1,7 @@
 """Build a training/dev corpus of (prompt, answer) pairs from freshly generated documents and windows.
 
-Documents go through the real path: fpdf2 PDF -> pypdf -> pipeline.pdf_text -> pipeline.prompts.
-Windows go canonical transactions -> pipeline.windows (polars) -> pipeline.prompts.
+Documents go through the real path: fpdf2 PDF -> pypdf -> pipeline.ingest.pdf_text -> pipeline.plan.prompts.
+Windows go canonical transactions -> pipeline.plan.windows (polars) -> pipeline.plan.prompts.
 
     python data/tools/build_dataset.py --seed 1 --docs 6000 --accounts 900 --out data/build/train.jsonl
 """
@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from pypdf import PdfReader  # noqa: E402
 
 from data.tools import docs, transactions  # noqa: E402
-from pipeline.pdf_text import document_text, page_texts  # noqa: E402
-from pipeline.prompts import render_document_prompt, render_window_prompt  # noqa: E402
-from pipeline.windows import reference_summary, window_facts  # noqa: E402
+from pipeline.ingest.pdf_text import document_text, page_texts  # noqa: E402
+from pipeline.plan.prompts import render_document_prompt, render_window_prompt  # noqa: E402
+from pipeline.plan.windows import reference_summary, window_facts  # noqa: E402
 from schemas import DocumentExtraction, to_compact_json  # noqa: E402
 
 DOC_TYPES = tuple(docs.BUILDERS)

@@ -5,7 +5,7 @@
 Corpus (seeded, generated; never the real invoices of ../shared/realdata, which are the development set):
 ~60% multilingual invoices and credit notes (`invoices_ml.py`), ~25% the demo corpus' five document types
 (rendered to PDF and read back with the pipeline's own text path), ~15% account windows. Each example is the
-exact prompt `pipeline run` sends (`pipeline.prompts.encode_prompt`, the model's chat template) followed by the
+exact prompt `pipeline run` sends (`pipeline.plan.prompts.encode_prompt`, the model's chat template) followed by the
 compact JSON answer and the end-of-turn token; loss on the answer only.
 
 Why LoRA on the upper half of the layers: on this CPU a step costs one forward pass plus the backward pass down to
@@ -35,7 +35,7 @@ MAX_PROMPT_TOKENS = 900
 def _doc_text_from_pdf(pdf: bytes) -> str:
     from pypdf import PdfReader
 
-    from pipeline.pdf_text import document_text, page_texts
+    from pipeline.ingest.pdf_text import document_text, page_texts
 
     return document_text(page_texts(PdfReader(io.BytesIO(pdf))))
 
@@ -44,7 +44,7 @@ def build_examples(n: int, seed: int = SEED, window_share: float = 0.15) -> list
     """(kind, text or facts, answer JSON) records, shuffled; `window_share` of them account windows, 60% of the
     rest multilingual invoices."""
     from data.tools import docs, invoices_ml, transactions
-    from pipeline.windows import reference_summary, window_facts
+    from pipeline.plan.windows import reference_summary, window_facts
     from schemas import AccountWindowSummary, DocumentExtraction, to_compact_json
 
     rng = random.Random(seed)
@@ -73,7 +73,7 @@ def build_examples(n: int, seed: int = SEED, window_share: float = 0.15) -> list
 
 
 def tokenize(examples: list[dict[str, object]], tok) -> list[tuple[list[int], list[int]]]:
-    from pipeline.prompts import encode_prompt
+    from pipeline.plan.prompts import encode_prompt
 
     eos = tok.eos_token_id
     pairs = []

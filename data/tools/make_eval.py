@@ -21,8 +21,8 @@ from pypdf import PdfReader  # noqa: E402
 
 from data.tools import docs, transactions  # noqa: E402
 from data.tools.build_dataset import DOC_TYPES, make_doc  # noqa: E402
-from pipeline.pdf_text import document_text, page_texts  # noqa: E402
-from pipeline.windows import reference_summary, window_facts  # noqa: E402
+from pipeline.ingest.pdf_text import document_text, page_texts  # noqa: E402
+from pipeline.plan.windows import reference_summary, window_facts  # noqa: E402
 from schemas import DocumentExtraction, to_compact_json  # noqa: E402
 
 EVAL_SEED = 2

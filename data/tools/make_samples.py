@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from pypdf import PdfReader  # noqa: E402
 
 from data.tools import docs, transactions, txlogs  # noqa: E402
-from pipeline.pdf_text import document_text, page_texts  # noqa: E402
+from pipeline.ingest.pdf_text import document_text, page_texts  # noqa: E402
 from schemas import DocumentExtraction, to_compact_json  # noqa: E402
 
 SAMPLES_SEED = 3

@@ -79,7 +79,7 @@ def snippet_rows(rows: list[dict], rng: random.Random, keep: float = 0.1) -> lis
     With ~60 instead of ~450 context tokens, attention to the right line carries a much larger
     share of the gradient at initialisation, so the copy circuit forms sooner (a curriculum).
     """
-    from pipeline.prompts import ANSWER_MARKER, DOCUMENT_INSTRUCTION, render_document_prompt  # noqa: PLC0415
+    from pipeline.plan.prompts import ANSWER_MARKER, DOCUMENT_INSTRUCTION, render_document_prompt  # noqa: PLC0415
 
     out = []
     for r in rows:

@@ -1,7 +1,7 @@
 """Which label each printed value sits under: the same line after its label ("Invoice date: 3/28/2018"), the line
 below a label that has no value of its own ("Montant total\\n62,86 €"), the value glued in front of its label by text
 extraction, or the column under its label when a row of labels heads a row of values ("Invoice Number Invoice
-Date ... \\n 458176 3/28/2018 ..."). The text is what `pipeline.pdf_text` or OCR produced, one printed line per line;
+Date ... \\n 458176 3/28/2018 ..."). The text is what `pipeline.ingest.pdf_text` or OCR produced, one printed line per line;
 no coordinates are needed for these four layouts.
 """
 

@@ -19,7 +19,7 @@ _LEVELS = (RiskLevel.LOW, RiskLevel.MEDIUM, RiskLevel.HIGH)
 
 def supported_flags(facts: Mapping[str, object]) -> list[str]:
     """Flags whose count in the facts is above zero, in canonical order."""
-    from pipeline.windows import FLAG_COUNTS
+    from pipeline.plan.windows import FLAG_COUNTS
 
     return [f.value for f in FLAG_ORDER if int(facts.get(FLAG_COUNTS[f], 0) or 0) > 0]  # type: ignore[call-overload]
 

@@ -1,7 +1,7 @@
 """PDF ingestion with pypdf: per-page text, page count, metadata, OCR flags, content-hash identity.
 
 One PDF becomes either one `PdfDocument` or one `ErrorRecord`; nothing here raises for a bad file.
-Page text and the joined document text come from `pipeline.pdf_text` (shared with training) so the
+Page text and the joined document text come from `pipeline.ingest.pdf_text` (shared with training) so the
 model sees text prepared exactly as in its training data.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.einvoice import embedded_xml
+from pipeline.ingest.einvoice import embedded_xml
 from pipeline.errors import ErrorRecord, Stage, Unit
-from pipeline.ids import sha256_bytes, stable_id
+from pipeline.identity import sha256_bytes, stable_id
 
 _META_KEYS = {"title": "/Title", "author": "/Author", "creator": "/Creator", "producer": "/Producer",
               "creation_date": "/CreationDate"}
@@ -38,7 +38,7 @@ DOCUMENT_ARROW_SCHEMA = pa.schema(
         pa.field("creator", pa.string()),
         pa.field("producer", pa.string()),
         pa.field("creation_date", pa.string()),
-        pa.field("einvoice_name", pa.string()),  # attachment name of an embedded e-invoice (pipeline.einvoice)
+        pa.field("einvoice_name", pa.string()),  # attachment name of an embedded e-invoice (pipeline.ingest.einvoice)
         pa.field("einvoice_xml", pa.binary()),  # its XML, as embedded
     ]
 )
@@ -87,7 +87,7 @@ def clean_text(s: str) -> str:
 def _page_texts(reader: Any) -> list[str]:
     """Shared page-text function when present; a plain per-page fallback until it lands."""
     try:
-        from pipeline.pdf_text import page_texts
+        from pipeline.ingest.pdf_text import page_texts
     except ImportError:
         return [clean_text(p.extract_text() or "") for p in reader.pages]
     return [clean_text(t) for t in page_texts(reader)]
@@ -95,7 +95,7 @@ def _page_texts(reader: Any) -> list[str]:
 
 def _document_text(pages: list[str]) -> str:
     try:
-        from pipeline.pdf_text import document_text
+        from pipeline.ingest.pdf_text import document_text
     except ImportError:
         return "\n\n".join(p.strip() for p in pages if p.strip())
     return document_text(pages)

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.errors import ErrorRecord, Stage, Unit
-from pipeline.ids import stable_id
+from pipeline.identity import stable_id
 from pipeline.ingest import formats
 from pipeline.ingest.columns import ColumnMatch, match_columns
 from pipeline.ingest.formats.statement import Statement, canonical_rows

@@ -17,7 +17,7 @@ def main() -> int:
     inp, out, model, n = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
     import pyarrow.parquet as pq
 
-    from pipeline import sink
+    from pipeline.output import sink
     from pipeline.config import RunConfig
     from pipeline.run import run_pipeline
     from tests.helpers.fake_llm import FakeLLM

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.bench.floor import describe as describe_floor
+from bench.floor import describe as describe_floor
 
 CHART_FILES = ("throughput.png", "latency.png")
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pipeline.bench.metrics import RequestRecord
+from bench.metrics import RequestRecord
 
 Status = Literal["ok", "skipped", "not_available", "error", "timeout"]
 Kind = Literal["baseline", "ladder", "peer"]
@@ -75,7 +75,7 @@ class SystemResult(BaseModel):
     # The speculative rung against the best rung without speculation: acceptance, steps saved, throughput ratio
     # and whether its tokens equal those of the rung it builds on (they must, under greedy decoding).
     speculative: dict[str, Any] | None = None
-    # wall time over the floor model's minimum wall time for this workload on this machine (pipeline/bench/floor.py)
+    # wall time over the floor model's minimum wall time for this workload on this machine (bench/floor.py)
     floor_ratio: float | None = None
     ratios: dict[str, dict[str, float]] = {}
     # Against a baseline stopped by --system-timeout: its throughput was below workload tokens / limit, so these

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.datasets import DATASETS
-from pipeline.manifest import latest_manifest
-from pipeline.sink import STAGING, TRASH, published_parts
+from pipeline.output.datasets import DATASETS
+from pipeline.output.manifest import latest_manifest
+from pipeline.output.sink import STAGING, TRASH, published_parts
 
 
 def run_summary_table(m: dict[str, Any]) -> Table:

@@ -2,8 +2,8 @@
 
 The gold set (data/eval, generated with a seed never used in training) holds PDFs with gold
 extractions and canonical transactions with gold window summaries. Documents go through the
-same text path as ingestion (pypdf -> pipeline.pdf_text -> pipeline.prompts); windows through
-pipeline.windows. Decoding is greedy and schema-constrained via the engine's public API, with
+same text path as ingestion (pypdf -> pipeline.ingest.pdf_text -> pipeline.plan.prompts); windows through
+pipeline.plan.windows. Decoding is greedy and schema-constrained via the engine's public API, with
 document dates, amounts and accounts grounded in the document's text as in `pipeline run`
 (`--no-grounding` measures the model alone); outputs are validated with pydantic. Image-only
 documents need OCR and are not scored.
@@ -23,8 +23,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from pipeline.config import add_kv_cache_dtype_arg, add_speculative_args, demo_model_dir, speculative_config
-from pipeline.prompts import chat_template_sha, prompt_version
-from pipeline.validate import decoding_schema
+from pipeline.plan.prompts import chat_template_sha, prompt_version
+from pipeline.infer.validate import decoding_schema
 from schemas import AccountWindowSummary, DocumentExtraction
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -36,7 +36,7 @@ MAX_ANSWER_TOKENS = 256
 @dataclass
 class EvalItem:
     """One scored request: what its prompt states, gold fields and the output model it must validate as. The
-    prompt itself is rendered per model (`pipeline.prompts.encode_prompt`: chat template or completion style)."""
+    prompt itself is rendered per model (`pipeline.plan.prompts.encode_prompt`: chat template or completion style)."""
 
     id: str
     kind: str  # "document" | "window"
@@ -44,19 +44,19 @@ class EvalItem:
     model: type[BaseModel]
     document_text: str | None = None  # documents: the text in the prompt (grounding scans it)
     facts: dict[str, Any] | None = None  # windows: the facts the prompt states
-    real: bool = False  # a real gold set: fields compared with `pipeline.real_gold.field_matches`
-    embedded: dict[str, Any] | None = None  # the fields its embedded e-invoice XML states (`pipeline.einvoice`)
+    real: bool = False  # a real gold set: fields compared with `eval.real_gold.field_matches`
+    embedded: dict[str, Any] | None = None  # the fields its embedded e-invoice XML states (`pipeline.ingest.einvoice`)
     ocr: bool = False  # some of its text was read by OCR
 
     def prompt_ids(self, tokenizer: Any) -> list[int]:
-        from pipeline.prompts import encode_prompt
+        from pipeline.plan.prompts import encode_prompt
 
         return encode_prompt(tokenizer, self.kind, text=self.document_text or "", facts=self.facts)
 
 
 def _matches(item: EvalItem, name: str, pred: Any, gold: Any) -> bool:
     if item.real:
-        from pipeline.real_gold import field_matches
+        from eval.real_gold import field_matches
 
         return field_matches(name, pred, gold)
     return bool(pred == gold)
@@ -148,8 +148,8 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
     """Scored items (documents first, then windows; `limit` caps each) and the number of skipped scans."""
     from pypdf import PdfReader
 
-    from pipeline.pdf_text import document_text, page_texts
-    from pipeline.windows import window_facts
+    from pipeline.ingest.pdf_text import document_text, page_texts
+    from pipeline.plan.windows import window_facts
 
     docs_meta = [json.loads(line) for line in (eval_dir / "documents.jsonl").open(encoding="utf-8")]
     skipped = sum(1 for d in docs_meta if d["needs_ocr"])
@@ -200,12 +200,12 @@ def _read_gold_pdf(pdf: Path, text_cache: Path | None) -> Any:
 
 def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = "auto", split: str = "all",
                     text_cache: Path | None = None) -> tuple[list[EvalItem], int]:
-    """Scored items of a real gold set (`pipeline.real_gold`): each PDF read as `pipeline run` reads it (OCR on
+    """Scored items of a real gold set (`eval.real_gold`): each PDF read as `pipeline run` reads it (OCR on
     scanned pages), its embedded e-invoice parsed when `extraction="auto"`. A PDF the pipeline cannot read scores
     as all wrong."""
-    from pipeline.einvoice import einvoice_fields
+    from pipeline.ingest.einvoice import einvoice_fields
     from pipeline.ingest.pdf import PdfDocument
-    from pipeline.real_gold import SCORED_FIELDS, load_gold_dir
+    from eval.real_gold import SCORED_FIELDS, load_gold_dir
 
     items = []
     for doc in load_gold_dir(gold_dir, split)[:limit]:
@@ -307,7 +307,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     report without it shows they do not, and the report carries the acceptance counters). `llm`: an engine from
     `eval_engine` to reuse (its stats are cumulative); otherwise one is loaded.
 
-    `gold_dir` scores a real gold set instead (`pipeline.real_gold`: invoice2data or ZUGFeRD JSON beside each PDF),
+    `gold_dir` scores a real gold set instead (`eval.real_gold`: invoice2data or ZUGFeRD JSON beside each PDF),
     with e-invoices read from their XML unless `extraction="model"`, as in `pipeline run`.
 
     `compare_to` names an earlier JSON report (say, the default precision) to diff this run's outputs against.

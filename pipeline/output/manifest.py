@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.sink import MANIFESTS
+from pipeline.output.sink import MANIFESTS
 
 
 class Reconciliation(BaseModel):

@@ -8,7 +8,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from pipeline.bench.config import WorkloadSpec
+from bench.config import WorkloadSpec
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.bucketing import Bucket
+from pipeline.plan.bucketing import Bucket
 from pipeline.config import ExecutorOptions
 from pipeline.run import BucketResult, Stages, engine_errors, infer
 

@@ -16,12 +16,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.bench.results import SystemResult, empty_row
-from pipeline.bench.workload import Workload
+from bench.results import SystemResult, empty_row
+from bench.workload import Workload
 
 BINARY = "llama-batched-bench"
 QUANTIZER = "llama-quantize"
-DEFAULT_BIN_DIR = Path(__file__).resolve().parents[2] / ".llamacpp" / "bin"
+DEFAULT_BIN_DIR = Path(__file__).resolve().parents[1] / ".llamacpp" / "bin"
 PEER_FORMATS = ("Q8_0", "BF16")
 
 

@@ -31,7 +31,7 @@ WINDOW_INSTRUCTION = (
     "### Window:\n"
 )
 
-# Order and labels of the facts a window prompt states (keys of pipeline.windows aggregates).
+# Order and labels of the facts a window prompt states (keys of pipeline.plan.windows aggregates).
 WINDOW_FACT_LABELS: tuple[tuple[str, str], ...] = (
     ("account", "account"),
     ("period_start", "from"),
@@ -49,7 +49,7 @@ WINDOW_FACT_LABELS: tuple[tuple[str, str], ...] = (
 
 
 def render_document_prompt(document_text: str) -> str:
-    """Prompt for one document; `document_text` comes from `pipeline.pdf_text.document_text`."""
+    """Prompt for one document; `document_text` comes from `pipeline.ingest.pdf_text.document_text`."""
     return f"{DOCUMENT_INSTRUCTION}{document_text.strip()}\n{ANSWER_MARKER}"
 
 
@@ -63,7 +63,7 @@ def _window_body(facts: Mapping[str, object], labels: Mapping[str, str] | None =
 
 
 def render_window_prompt(facts: Mapping[str, object]) -> str:
-    """Prompt for one account window; `facts` is one row of `pipeline.windows.window_facts`."""
+    """Prompt for one account window; `facts` is one row of `pipeline.plan.windows.window_facts`."""
     return f"{WINDOW_INSTRUCTION}{_window_body(facts)}\n{ANSWER_MARKER}"
 
 
@@ -83,7 +83,7 @@ CHAT_WINDOW_TASK = ("Summarise this account window as JSON. net >= 0: net_inflow
 def _flag_count_labels() -> dict[str, str]:
     """Chat windows name each flag's count by the flag itself ("large_cash: 1"), so the model copies a name it
     sees instead of mapping a description ("large cash movements") to a flag."""
-    from pipeline.windows import FLAG_COUNTS
+    from pipeline.plan.windows import FLAG_COUNTS
 
     return {count: flag.value for flag, count in FLAG_COUNTS.items()}
 

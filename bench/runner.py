@@ -15,19 +15,19 @@ from typing import Any
 import torch
 from rich.console import Console
 
-from pipeline.bench.config import BenchConfig, BenchJob
-from pipeline.bench.engine_runner import LADDER_BY_NAME
-from pipeline.bench.floor import describe as describe_floor, workload_floor
-from pipeline.bench.llamacpp import peer_ggufs, run_peer
-from pipeline.bench.machine import (
+from bench.config import BenchConfig, BenchJob
+from bench.engine_runner import LADDER_BY_NAME
+from bench.floor import describe as describe_floor, workload_floor
+from bench.llamacpp import peer_ggufs, run_peer
+from bench.machine import (
     machine_info, measure_gemm_peak, measure_int8_peak, measure_read_bandwidth, resolve_device, usable_cores,
 )
-from pipeline.bench.metrics import agreement, request_flops
-from pipeline.bench.results import BASELINES, SCHEMA_VERSION, SystemResult, empty_row
-from pipeline.bench.shapes import reserved_token_ids, resolve_model
-from pipeline.bench.workload import Workload, build_workload
+from bench.metrics import agreement, request_flops
+from bench.results import BASELINES, SCHEMA_VERSION, SystemResult, empty_row
+from bench.shapes import reserved_token_ids, resolve_model
+from bench.workload import Workload, build_workload
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[1]
 _RATIO_KEYS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s")
 
 
@@ -47,7 +47,7 @@ def _run_worker(job: BenchJob, log_path: Path, timeout_s: float | None = None) -
         with open(log_path, "w") as log:
             try:
                 proc = subprocess.run(
-                    [sys.executable, "-m", "pipeline.bench.worker", str(job_path), str(row_path)],
+                    [sys.executable, "-m", "bench.worker", str(job_path), str(row_path)],
                     stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), cwd=str(_REPO_ROOT), check=False,
                     timeout=timeout_s,
                 )

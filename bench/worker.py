@@ -1,6 +1,6 @@
 """Runs one system in its own process: a fresh heap makes its peak memory its own, and a crash costs one row only.
 
-Usage (by the orchestrator): python -m pipeline.bench.worker JOB.json ROW.json
+Usage (by the orchestrator): python -m bench.worker JOB.json ROW.json
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import torch
 
-from pipeline.bench.baselines import run_hf_continuous_batching, run_hf_generate
-from pipeline.bench.config import BenchJob
-from pipeline.bench.engine_runner import LADDER_BY_NAME, run_engine_step
-from pipeline.bench.machine import PeakMemoryTracker
-from pipeline.bench.metrics import summarise
-from pipeline.bench.results import SYSTEM_LABELS, SystemResult, SystemRun, SystemUnavailable, empty_row, kind_of
-from pipeline.bench.shapes import ModelShape
-from pipeline.bench.workload import Workload, build_workload
+from bench.baselines import run_hf_continuous_batching, run_hf_generate
+from bench.config import BenchJob
+from bench.engine_runner import LADDER_BY_NAME, run_engine_step
+from bench.machine import PeakMemoryTracker
+from bench.metrics import summarise
+from bench.results import SYSTEM_LABELS, SystemResult, SystemRun, SystemUnavailable, empty_row, kind_of
+from bench.shapes import ModelShape
+from bench.workload import Workload, build_workload
 
 
 def _run_system(job: BenchJob, workload: Workload) -> SystemRun:
@@ -81,7 +81,7 @@ def run_job(job: BenchJob) -> tuple[SystemResult, list[list[int]]]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m pipeline.bench.worker JOB.json ROW.json", file=sys.stderr)
+        print("usage: python -m bench.worker JOB.json ROW.json", file=sys.stderr)
         return 2
     job = BenchJob.model_validate_json(Path(args[0]).read_text())
     row, token_ids = run_job(job)

@@ -18,8 +18,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.bench.engine_runner import stats_delta
-from pipeline.bench.runner import speculation_summary
+from bench.engine_runner import stats_delta
+from bench.runner import speculation_summary
 
 
 def run_extraction_bench(model: str | None, speculative: list[dict[str, Any]], out_dir: Path,
@@ -28,7 +28,7 @@ def run_extraction_bench(model: str | None, speculative: list[dict[str, Any]], o
     """The engine without speculation and with each speculative_config, each loaded once and run `repeat` times
     in alternation over the same requests (the machine's noise hits both alike); the fastest run of each counts."""
     from pipeline.config import default_model_dir  # noqa: PLC0415 - heavy imports only when used
-    from pipeline.evaluate import compare_reports, eval_engine, run_eval  # noqa: PLC0415
+    from eval.evaluate import compare_reports, eval_engine, run_eval  # noqa: PLC0415
     from pipeline.models import resolve_model  # noqa: PLC0415
 
     model_dir = resolve_model(model) if model else default_model_dir()

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pipeline.bench.shapes import ModelShape
+from bench.shapes import ModelShape
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -6,7 +6,7 @@
 A unit's `row_id` is deterministic: it hashes every input that can change the row (content, reader and
 grounding versions, prompt, schema, model with adapter and quantization, dtype, token budget, context length),
 so the already-done check and upserts key on it and a re-run with other settings never keeps stale rows. Window facts (counts, sums, flags' counts) come
-from `pipeline.windows.window_facts` (polars); the model only classifies and narrates them.
+from `pipeline.plan.windows.window_facts` (polars); the model only classifies and narrates them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Literal
 import polars as pl
 import pyarrow as pa
 
-from pipeline.ids import stable_id
+from pipeline.identity import stable_id
 from pipeline.ingest.transactions import transaction_row_id
 
 Kind = Literal["document", "window"]
@@ -26,7 +26,7 @@ DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "oc
 
 
 def prompt_version(template_sha: str | None = None) -> str:
-    from pipeline.prompts import prompt_version as version
+    from pipeline.plan.prompts import prompt_version as version
 
     return version(template_sha)
 
@@ -56,7 +56,7 @@ class WorkUnit:
 
     def prompt_ids(self, tokenizer: Any, text: str | None = None) -> list[int]:
         """The full prompt's token ids; `text` overrides the document text (truncation)."""
-        from pipeline.prompts import encode_prompt
+        from pipeline.plan.prompts import encode_prompt
 
         if self.kind == "document":
             return encode_prompt(tokenizer, "document", text=self.text if text is None else text)
@@ -73,7 +73,7 @@ def document_row_id(doc_id: str, model_id: str, version: str | None = None, sett
     """A model's row depends on the file, the text read from it, the prompt, the schema, the model, the run
     options that change answers (`output_settings`) and what grounding lets it answer."""
     from pipeline.grounding import GROUNDING_VERSION
-    from pipeline.pdf_text import TEXT_VERSION
+    from pipeline.ingest.pdf_text import TEXT_VERSION
 
     return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id, GROUNDING_VERSION,
                      TEXT_VERSION, settings)
@@ -81,7 +81,7 @@ def document_row_id(doc_id: str, model_id: str, version: str | None = None, sett
 
 def einvoice_row_id(doc_id: str) -> str:
     """A row read from an embedded e-invoice depends on the file and the XML reader, not on any model."""
-    from pipeline.einvoice import PARSER_VERSION
+    from pipeline.ingest.einvoice import PARSER_VERSION
 
     return stable_id("document", doc_id, PARSER_VERSION, schema_version())
 
@@ -90,9 +90,9 @@ def document_units(documents: pa.Table, model_id: str, version: str | None = Non
                    extraction: str = "auto", settings: str = "") -> list[WorkUnit]:
     """One unit per ingested PDF document (documents are already unique by content hash). `version`: the
     prompt version (`prompt_version(template_sha)`), default the completion style's. With `extraction="auto"` a
-    PDF carrying an e-invoice this reader understands is extracted from its XML (`pipeline.einvoice`); "model"
+    PDF carrying an e-invoice this reader understands is extracted from its XML (`pipeline.ingest.einvoice`); "model"
     sends every document to the model. `settings`: `output_settings` of the document requests."""
-    from pipeline.einvoice import einvoice_fields
+    from pipeline.ingest.einvoice import einvoice_fields
 
     units = []
     for row in documents.to_pylist():
@@ -128,7 +128,7 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str
     if transactions.num_rows == 0:
         return []
     from pipeline.grounding import GROUNDING_VERSION
-    from pipeline.windows import window_facts
+    from pipeline.plan.windows import window_facts
 
     members = {(r["account"], r["period_start"]): r for r in _membership(transactions, file_sha).iter_rows(named=True)}
     units = []

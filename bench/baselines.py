@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from pipeline.bench.config import BenchJob
-from pipeline.bench.metrics import RequestRecord
-from pipeline.bench.results import SystemRun, SystemUnavailable
-from pipeline.bench.workload import BenchRequest, Workload, warmup_prompts
+from bench.config import BenchJob
+from bench.metrics import RequestRecord
+from bench.results import SystemRun, SystemUnavailable
+from bench.workload import BenchRequest, Workload, warmup_prompts
 
 _PAD_ID = 0
 

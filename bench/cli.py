@@ -10,11 +10,11 @@ from typing import Any
 
 from rich.console import Console
 
-from pipeline.bench.config import (
+from bench.config import (
     QUICK_MODEL, QUICK_WORKLOAD, BenchConfig, EngineOptions, HFOptions, LlamaCppOptions, WorkloadSpec,
     expand_systems,
 )
-from pipeline.bench.shapes import SHAPES
+from bench.shapes import SHAPES
 
 _WORKLOAD_FLAGS = {  # CLI dest -> WorkloadSpec field
     "num_requests": "num_requests", "seed": "seed", "prefix_len": "prefix_len", "body_median": "body_median",
@@ -110,14 +110,14 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 def _invocation() -> list[str]:
     prog = Path(sys.argv[0]).name
-    head = ["python", "-m", "pipeline.bench"] if prog == "__main__.py" else [prog]
+    head = ["python", "-m", "bench"] if prog == "__main__.py" else [prog]
     return head + sys.argv[1:]
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Entry point for the parsed `bench` command. Exit status 1 when any system errored."""
-    from pipeline.bench.report import render_table, write_outputs
-    from pipeline.bench.runner import run_bench
+    from bench.report import render_table, write_outputs
+    from bench.runner import run_bench
 
     console = Console(stderr=True)
     if args.workload == "extraction":
@@ -143,7 +143,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run_extraction(args: argparse.Namespace, console: Console) -> int:
-    from pipeline.bench.extraction import render_extraction, run_extraction_bench
+    from bench.extraction import render_extraction, run_extraction_bench
     from pipeline.config import speculative_config
 
     try:
@@ -171,6 +171,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.bench", description="pipeline bench (standalone)")
+    parser = argparse.ArgumentParser(prog="python -m bench", description="pipeline bench (standalone)")
     add_arguments(parser)
     return run_command(parser.parse_args(argv))

@@ -66,7 +66,7 @@ class HFOptions(BaseModel):
 
 
 class LlamaCppOptions(BaseModel):
-    """The optional llama.cpp peer (pipeline/bench/llamacpp.py)."""
+    """The optional llama.cpp peer (bench/llamacpp.py)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -10,7 +10,7 @@ makes a killed-and-resumed run produce exactly the rows of an uninterrupted one.
 Long-document policy (declared, flagged): a prompt that does not fit `max_model_len - max_tokens`
 has its document text cut from the end until it fits; the output row says `truncated=true`.
 A prompt that fits the model but not the engine's KV cache is not cut: with `--context-parallel N` it runs on
-an N-rank engine (pipeline.routing).
+an N-rank engine (pipeline.plan.routing).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pipeline.errors import ErrorRecord, Stage, Unit
-from pipeline.work import WorkUnit
+from pipeline.plan.work import WorkUnit
 
 
 class TextTokenizer(Protocol):

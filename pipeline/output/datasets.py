@@ -39,7 +39,7 @@ def _fact_type(key: str) -> pa.DataType:
     if key.endswith("_count"):
         return pa.int64()
     if key in ("credits", "debits", "net"):
-        from pipeline.windows import FACT_PRECISION, FACT_SCALE
+        from pipeline.plan.windows import FACT_PRECISION, FACT_SCALE
 
         return pa.decimal128(FACT_PRECISION, FACT_SCALE)
     if key.startswith("period_"):
@@ -70,7 +70,7 @@ def documents_schema() -> pa.Schema:
         pa.field("creation_date", pa.string()),
     ]
     trust = [
-        # "embedded_xml": read from the PDF's e-invoice XML (pipeline.einvoice); "model": the extraction model's.
+        # "embedded_xml": read from the PDF's e-invoice XML (pipeline.ingest.einvoice); "model": the extraction model's.
         pa.field("extraction_method", pa.string(), nullable=False),
         # Every value the row holds was taken from where the document labels it (pipeline.grounding.is_grounded).
         pa.field("grounded", pa.bool_(), nullable=False),
@@ -80,7 +80,7 @@ def documents_schema() -> pa.Schema:
         # A field the pipeline can verify is not confident: a person should look at this row (the issuer, a model
         # choice never marked confident, does not count: pipeline.grounding.schema.NEVER_CONFIDENT).
         pa.field("needs_review", pa.bool_(), nullable=False),
-        # The model's log-probability of each emitted value (pipeline.confidence); null for embedded_xml rows.
+        # The model's log-probability of each emitted value (pipeline.infer.confidence); null for embedded_xml rows.
         pa.field("field_logprobs", pa.struct([pa.field(n, pa.float64()) for n in DocumentExtraction.model_fields])),
     ]
     return pa.schema(head + list(arrow_schema_for(DocumentExtraction)) + trust + _GEN_FIELDS + _RUN_FIELDS)
@@ -88,7 +88,7 @@ def documents_schema() -> pa.Schema:
 
 @cache
 def account_windows_schema() -> pa.Schema:
-    from pipeline.prompts import WINDOW_FACT_LABELS
+    from pipeline.plan.prompts import WINDOW_FACT_LABELS
     from schemas import AccountWindowSummary, arrow_schema_for
 
     head = [pa.field("row_id", pa.string(), nullable=False)]
@@ -142,7 +142,7 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
         from pipeline.grounding import field_confidence, is_grounded
 
         row.update(unit.context)
-        from pipeline.confidence import field_logprobs
+        from pipeline.infer.confidence import field_logprobs
 
         logprobs = field_logprobs(out.text, list(out.token_ids), getattr(out, "logprobs", None), tokenizer,
                                   tuple(fields)) if tokenizer is not None else None

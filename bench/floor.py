@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipeline.bench.metrics import request_flops_split
-from pipeline.bench.shapes import ModelShape
-from pipeline.bench.workload import Workload
+from bench.metrics import request_flops_split
+from bench.shapes import ModelShape
+from bench.workload import Workload
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 

@@ -4,14 +4,14 @@ engine (`--context-parallel N`: its KV and attention split over N ranks) instead
     route_long(buckets, capacity_tokens) -> (buckets for the ordinary engine, buckets for the context-parallel one)
 
 A request needs KV for its prompt and its answer (prompt tokens + max_tokens). Truncation is not involved: a
-prompt longer than the model's positions was already cut to them (`truncated=true`, pipeline.bucketing); routing
+prompt longer than the model's positions was already cut to them (`truncated=true`, pipeline.plan.bucketing); routing
 only decides where the rest runs. The capacity comes from the loaded engine and enters the run key, so a resumed
 run routes every item the same way.
 """
 
 from __future__ import annotations
 
-from pipeline.bucketing import Bucket, WorkItem
+from pipeline.plan.bucketing import Bucket, WorkItem
 
 
 def needs_context_parallel(item: WorkItem, capacity_tokens: int) -> bool:

@@ -6,10 +6,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.bench.config import BenchJob
-from pipeline.bench.metrics import RequestRecord
-from pipeline.bench.results import SystemRun, SystemUnavailable
-from pipeline.bench.workload import Workload, warmup_prompts
+from bench.config import BenchJob
+from bench.metrics import RequestRecord
+from bench.results import SystemRun, SystemUnavailable
+from bench.workload import Workload, warmup_prompts
 
 
 SPECULATIVE_RUNG = {"method": "ngram", "num_speculative_tokens": 4}
