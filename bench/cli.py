@@ -11,7 +11,13 @@ from typing import Any
 from rich.console import Console
 
 from bench.config import (
-    QUICK_MODEL, QUICK_WORKLOAD, BenchConfig, EngineOptions, HFOptions, LlamaCppOptions, WorkloadSpec,
+    QUICK_MODEL,
+    QUICK_WORKLOAD,
+    BenchConfig,
+    EngineOptions,
+    HFOptions,
+    LlamaCppOptions,
+    WorkloadSpec,
     expand_systems,
 )
 from bench.shapes import SHAPES

@@ -11,7 +11,6 @@ from bench.metrics import RequestRecord
 from bench.results import SystemRun, SystemUnavailable
 from bench.workload import Workload, warmup_prompts
 
-
 SPECULATIVE_RUNG = {"method": "ngram", "num_speculative_tokens": 4}
 
 

@@ -27,8 +27,8 @@ def run_extraction_bench(model: str | None, speculative: list[dict[str, Any]], o
                          repeat: int = 2, progress: bool = True) -> dict[str, Any]:
     """The engine without speculation and with each speculative_config, each loaded once and run `repeat` times
     in alternation over the same requests (the machine's noise hits both alike); the fastest run of each counts."""
-    from pipeline.config import default_model_dir  # noqa: PLC0415 - heavy imports only when used
     from eval.evaluate import compare_reports, eval_engine, run_eval  # noqa: PLC0415
+    from pipeline.config import default_model_dir  # noqa: PLC0415 - heavy imports only when used
     from pipeline.models import resolve_model  # noqa: PLC0415
 
     model_dir = resolve_model(model) if model else default_model_dir()

@@ -17,10 +17,16 @@ from rich.console import Console
 
 from bench.config import BenchConfig, BenchJob
 from bench.engine_runner import LADDER_BY_NAME
-from bench.floor import describe as describe_floor, workload_floor
+from bench.floor import describe as describe_floor
+from bench.floor import workload_floor
 from bench.llamacpp import peer_ggufs, run_peer
 from bench.machine import (
-    machine_info, measure_gemm_peak, measure_int8_peak, measure_read_bandwidth, resolve_device, usable_cores,
+    machine_info,
+    measure_gemm_peak,
+    measure_int8_peak,
+    measure_read_bandwidth,
+    resolve_device,
+    usable_cores,
 )
 from bench.metrics import agreement, request_flops
 from bench.results import BASELINES, SCHEMA_VERSION, SystemResult, empty_row

@@ -17,7 +17,14 @@ from bench.config import BenchJob
 from bench.engine_runner import LADDER_BY_NAME, run_engine_step
 from bench.machine import PeakMemoryTracker
 from bench.metrics import summarise
-from bench.results import SYSTEM_LABELS, SystemResult, SystemRun, SystemUnavailable, empty_row, kind_of
+from bench.results import (
+    SYSTEM_LABELS,
+    SystemResult,
+    SystemRun,
+    SystemUnavailable,
+    empty_row,
+    kind_of,
+)
 from bench.shapes import ModelShape
 from bench.workload import Workload, build_workload
 

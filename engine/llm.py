@@ -20,7 +20,6 @@ from engine.cpu_runtime import keep_freed_memory
 from engine.kv_pool import default_kv_budget, kv_bytes_per_token
 from engine.model_runner import ModelRunner
 from engine.models.checkpoint import open_checkpoint
-from engine.models.config import ModelConfig
 from engine.models.loader import build_model, num_weights
 from engine.models.lora import read_lora
 from engine.outputs import RequestMetrics, RequestOutput

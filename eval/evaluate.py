@@ -22,9 +22,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from pipeline.config import add_kv_cache_dtype_arg, add_speculative_args, demo_model_dir, speculative_config
-from pipeline.plan.prompts import chat_template_sha, prompt_version
+from pipeline.config import (
+    add_kv_cache_dtype_arg,
+    add_speculative_args,
+    demo_model_dir,
+    speculative_config,
+)
 from pipeline.infer.validate import decoding_schema
+from pipeline.plan.prompts import chat_template_sha, prompt_version
 from schemas import AccountWindowSummary, DocumentExtraction
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -203,9 +208,9 @@ def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = 
     """Scored items of a real gold set (`eval.real_gold`): each PDF read as `pipeline run` reads it (OCR on
     scanned pages), its embedded e-invoice parsed when `extraction="auto"`. A PDF the pipeline cannot read scores
     as all wrong."""
+    from eval.real_gold import SCORED_FIELDS, load_gold_dir
     from pipeline.ingest.einvoice import einvoice_fields
     from pipeline.ingest.pdf import PdfDocument
-    from eval.real_gold import SCORED_FIELDS, load_gold_dir
 
     items = []
     for doc in load_gold_dir(gold_dir, split)[:limit]:
@@ -225,7 +230,6 @@ def eval_engine(model_dir: Path, quantization: str | None = None, kv_cache_dtype
                 speculative: dict[str, Any] | None = None) -> Any:
     """The engine `pipeline eval` measures: the model (an adapter over its base) in its default dtype, seed 0."""
     from engine import LLM
-
     from pipeline.models import model_parts
 
     base, adapter = model_parts(model_dir)
@@ -314,10 +318,8 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     `grounding` (engine backend) narrows document dates, amounts and accounts to the values each document
     prints, as `pipeline run` does; off, the model alone is measured under the plain schema."""
     from engine import load_tokenizer
-
-    from pipeline.models import model_parts, resolve_model
-
     from pipeline.config import default_model_dir
+    from pipeline.models import model_parts, resolve_model
 
     model_dir = resolve_model(model_dir) if model_dir else default_model_dir()
     eval_dir = Path(eval_dir) if eval_dir else DEFAULT_EVAL_DIR

@@ -31,8 +31,8 @@ from flows.daily import daily_flow
 from flows.report import backfill_markdown
 from pipeline.config import EngineOptions, default_model_dir
 from pipeline.ingest.discover import discover
-from pipeline.output.manifest import manifest_paths
 from pipeline.models import model_identity, model_template_sha, resolve_model
+from pipeline.output.manifest import manifest_paths
 from pipeline.plan.work import prompt_version, schema_version
 
 MAX_CONCURRENCY = 4  # thread-pool size; `max_concurrency` is bounded by it

@@ -18,7 +18,6 @@ from typing import Any
 from pipeline.identity import file_sha256, stable_id
 
 
-
 def _package_dirs() -> Iterable[Path]:
     import pipeline
     import schemas

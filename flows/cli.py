@@ -22,7 +22,11 @@ def _concurrency(text: str) -> int:
 
 
 def register(sub: Any) -> None:
-    from pipeline.config import add_executor_args, add_kv_cache_dtype_arg, add_speculative_args
+    from pipeline.config import (
+        add_executor_args,
+        add_kv_cache_dtype_arg,
+        add_speculative_args,
+    )
 
     p = sub.add_parser("backfill", help="re-run the daily Prefect flow for every date in a range",
                        description="For each date D in [start, end]: INPUT_ROOT/D/ -> the run_date=D partition of "

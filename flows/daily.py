@@ -22,8 +22,8 @@ from flows.report import run_markdown
 from flows.tasks import prefect_stages
 from pipeline.config import RunConfig
 from pipeline.output.datasets import DATASETS
-from pipeline.run import RunSummary, run_pipeline
 from pipeline.output.sink import output_lock
+from pipeline.run import RunSummary, run_pipeline
 
 RESERVED_OPTIONS = frozenset({"input_dir", "output_dir", "run_date", "model_dir", "force"})
 WRITER_POLL_S = 2.0

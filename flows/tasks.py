@@ -27,14 +27,15 @@ from prefect.context import TaskRunContext
 from prefect.utilities.annotations import quote
 
 from flows.caching import ingest_cache_key
-from pipeline.plan.bucketing import Bucket, PreparedRequests
+from pipeline.infer.in_process import BucketResult, infer
 from pipeline.ingest import IngestLimits, IngestResult, ingest
 from pipeline.ingest.profiles import BankProfile
 from pipeline.models import load_llm
-from pipeline.run import BucketResult, Stages, infer, prepare_requests, write_run
 from pipeline.output.sink import Staging
+from pipeline.plan.bucketing import Bucket, PreparedRequests
+from pipeline.run import Stages, prepare_requests, write_run
 
-ENGINE_ERROR_CLASS = "EngineError"  # error_class `pipeline.run.infer` gives items lost to an engine exception
+ENGINE_ERROR_CLASS = "EngineError"  # error_class `pipeline.infer.in_process.infer` gives items lost to an engine exception
 
 
 class TransientEngineFailure(RuntimeError):

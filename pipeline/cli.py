@@ -19,8 +19,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
     from rich.console import Console
 
-    from pipeline.config import (EngineOptions, ExecutorOptions, RunConfig, default_model_dir, executor_options,
-                                 speculative_config)
+    from pipeline.config import (
+        EngineOptions,
+        ExecutorOptions,
+        RunConfig,
+        default_model_dir,
+        executor_options,
+        speculative_config,
+    )
     from pipeline.models import model_parts, resolve_model
     from pipeline.output.report import run_summary_table
     from pipeline.run import run_pipeline
@@ -98,7 +104,11 @@ def _byte_size(text: str) -> int:
 
 
 def _add_run(sub: Any) -> None:
-    from pipeline.config import add_executor_args, add_kv_cache_dtype_arg, add_speculative_args
+    from pipeline.config import (
+        add_executor_args,
+        add_kv_cache_dtype_arg,
+        add_speculative_args,
+    )
 
     p = sub.add_parser("run", help="ingest an input folder, extract with the model, write Parquet",
                        description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")

@@ -70,8 +70,9 @@ def speculative_config(value: str | None, num_tokens: int | None = None) -> dict
         raise ValueError(f"--speculative must be ngram, draft_model:PATH or a JSON object, got {value!r}")
     if num_tokens is not None:
         cfg["num_speculative_tokens"] = num_tokens
-    from engine import SpeculativeConfig  # noqa: PLC0415 - the engine's public config, validated before any load
     from pydantic import ValidationError  # noqa: PLC0415
+
+    from engine import SpeculativeConfig  # noqa: PLC0415 - the engine's public config, validated before any load
 
     try:
         return SpeculativeConfig.model_validate(cfg).model_dump(mode="json", exclude_defaults=True) | {

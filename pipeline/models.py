@@ -14,10 +14,9 @@ the record of where the weights lie (resolved with importlib), so nothing can go
 
 from __future__ import annotations
 
-import json
-
 import hashlib
 import importlib.util
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -190,7 +189,6 @@ def model_identity(model: str | Path, quantization: str | None = None, kv_cache_
 @lru_cache(maxsize=8)
 def _template_sha(model: str, stamp: tuple[tuple[str, int, int], ...]) -> str | None:
     from engine import load_tokenizer
-
     from pipeline.plan.prompts import chat_template_sha
 
     return chat_template_sha(load_tokenizer(model))

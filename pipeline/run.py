@@ -26,27 +26,42 @@ import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from pipeline.plan.bucketing import Bucket, PreparedRequests, WorkItem, prepare_requests
 from pipeline.config import RunConfig
-from pipeline.output.datasets import KIND_DATASET, error_rows, output_row, transaction_rows
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_from_table
-from pipeline.grounding.windows import supported_flags
 from pipeline.identity import stable_id
+from pipeline.infer.in_process import BucketResult, infer
 from pipeline.ingest import IngestResult, ingest
-from pipeline.output.manifest import Reconciliation, RunManifest
 from pipeline.models import load_llm, model_identity, model_template_sha
+from pipeline.output.datasets import KIND_DATASET, error_rows, transaction_rows
+from pipeline.output.manifest import Reconciliation, RunManifest
+from pipeline.output.sink import (
+    COMMIT,
+    Staging,
+    check_output_dir,
+    drop_stale,
+    output_lock,
+    publish_committed,
+    published_ids,
+    roll_forward,
+)
+from pipeline.plan.bucketing import Bucket, PreparedRequests, prepare_requests
 from pipeline.plan.prompts import chat_template_sha
 from pipeline.plan.routing import route_long
-from pipeline.output.sink import COMMIT, Staging, check_output_dir, drop_stale, output_lock, publish_committed, published_ids, roll_forward
-from pipeline.infer.validate import decoding_schema, validate_completion
 from pipeline.plan.windows import out_of_range
-from pipeline.plan.work import WorkUnit, document_units, output_settings, prompt_version, schema_version, window_units
+from pipeline.plan.work import (
+    WorkUnit,
+    document_units,
+    output_settings,
+    prompt_version,
+    schema_version,
+    window_units,
+)
 
 __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm", "model_identity", "plan_units",
            "prepare_requests", "run_pipeline", "write_run"]
@@ -83,85 +98,6 @@ def plan_units(result: IngestResult, model_id: str, version: str | None = None, 
                                       stage=Stage.PREPARE, error_class="WindowAggregationError",
                                       message=f"{type(exc).__name__}: {exc}", n_rows=n))
     return units, errors
-
-
-# ------------------------------------------------------------------ inference
-
-@dataclass
-class BucketResult:
-    """Validated rows and error rows of one bucket, plus what it cost."""
-
-    bucket_id: str
-    kind: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[ErrorRecord] = field(default_factory=list)
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    seconds: float = 0.0
-
-
-def _params(kind: str, max_tokens: int, document_text: str | None = None,
-            facts: dict[str, object] | None = None) -> Any:
-    from engine import SamplingParams
-
-    return SamplingParams(max_tokens=max_tokens, temperature=0.0,
-                          json_schema=decoding_schema(kind, document_text, facts), logprobs=kind == "document")
-
-
-def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progress: Any = None) -> Iterator[BucketResult]:
-    """Run buckets through the engine one at a time (greedy, schema-constrained), validating each
-    completion as it streams in. A document's date, amount and account may only take values the
-    text in its prompt prints (`pipeline.grounding`). `progress` (optional) gets `.update(n_items, n_tokens)`."""
-    params_cache: dict[tuple[str, int, tuple[str, ...]], Any] = {}
-    for bucket in buckets:
-        t0 = time.perf_counter()
-        res = BucketResult(bucket.bucket_id, bucket.kind)
-        params = []
-        for item in bucket.items:
-            if item.unit.kind == "document":
-                params.append(_params(item.unit.kind, item.max_tokens, item.visible_text))
-                continue
-            # a window's schema depends only on which flag counts are non-zero: one params object per such set
-            key = (item.unit.kind, item.max_tokens, tuple(supported_flags(item.unit.facts or {})))
-            if key not in params_cache:
-                params_cache[key] = _params(item.unit.kind, item.max_tokens, facts=item.unit.facts)
-            params.append(params_cache[key])
-        pending = dict(enumerate(bucket.items))
-        try:
-            for out in llm.generate_stream([i.prompt_token_ids for i in bucket.items], params, progress=False):
-                item = pending.pop(out.index)
-                _collect(res, item, out, run_fields, llm.tokenizer)
-                if progress is not None:
-                    progress.update(1, len(out.token_ids))
-        except Exception as exc:  # an engine failure costs this bucket's unfinished items, not the run
-            res.errors.extend(engine_errors(list(pending.values()), f"{type(exc).__name__}: {exc}"))
-            if progress is not None:
-                progress.update(len(pending), 0)
-        res.seconds = time.perf_counter() - t0
-        yield res
-
-
-def engine_errors(items: list[WorkItem], message: str) -> list[ErrorRecord]:
-    """One EngineError row per item the engine could not finish."""
-    return [ErrorRecord(row_id=i.unit.row_id, unit=Unit.DOCUMENT if i.unit.kind == "document" else Unit.WINDOW,
-                        source_file=i.unit.source_file, stage=Stage.INFER, error_class="EngineError", message=message,
-                        n_rows=i.unit.n_rows) for i in items]
-
-
-def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, str], tokenizer: Any = None) -> None:
-    u = item.unit
-    res.prompt_tokens += item.n_tokens
-    res.output_tokens += len(out.token_ids)
-    metrics = getattr(out, "metrics", None)
-    res.cached_tokens += int(getattr(metrics, "num_cached_tokens", 0) or 0)
-    verdict = validate_completion(kind=u.kind, row_id=u.row_id, source_file=u.source_file, n_rows=u.n_rows,
-                                  text=out.text, finish_reason=out.finish_reason, error=out.error,
-                                  max_tokens=item.max_tokens)
-    if isinstance(verdict, ErrorRecord):
-        res.errors.append(verdict)
-    else:
-        res.rows.append(output_row(item, verdict, out, run_fields, tokenizer))
 
 
 # ------------------------------------------------------------------ composition
@@ -252,9 +188,9 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
     if cfg.executor.kind == "ray" and llm is None:
         if cfg.engine.context_parallel_size > 1:
             raise ValueError("--context-parallel is not available with --executor ray yet")
-        from pipeline.infer.ray_executor import ray_stages  # noqa: PLC0415 - Ray is optional
+        from pipeline.infer.ray_executor import ray_stage_functions  # noqa: PLC0415 - Ray is an optional extra
 
-        stages = ray_stages(stages, cfg.executor)
+        stages = replace(stages, **ray_stage_functions(cfg.executor))
         pool: list[Any] = []
         try:
             return _run(cfg, None, replace(stages, load_llm=lambda *a, **k: _keep(pool, stages.load_llm(*a, **k))))

@@ -15,7 +15,8 @@ from safetensors import safe_open
 from engine import LLM, SamplingParams, quantize_checkpoint
 from engine.errors import ModelLoadError
 from engine.models.layers import Linear
-from engine.quantization import Int8Linear, checkpoint_quantization, linear_weight_bytes, quantize_model
+from engine.models.weights import checkpoint_quantization
+from engine.quantization import Int8Linear, linear_weight_bytes, quantize_model
 from kernels import get_kernels
 from kernels.reference.int8_gemm import (
     dequantize_weight,

@@ -112,7 +112,7 @@ def test_a_broken_schema_costs_one_pipeline_row_not_its_bucket(monkeypatch):
     bucket into an EngineError row; now only its own item becomes an error row."""
     from pathlib import Path
 
-    import pipeline.run as run
+    import pipeline.infer.in_process as run
     from pipeline.plan.bucketing import prepare_requests
     from pipeline.plan.work import WorkUnit
 

@@ -13,7 +13,20 @@ import torch
 
 from engine.errors import ModelLoadError
 from engine.models.config import ModelConfig, load_model_config
+from engine.models.gguf import (
+    gguf_model_config,
+    gguf_tensors,
+    gguf_tokenizer,
+    is_gguf,
+    read_gguf,
+)
+from engine.models.weights import (
+    checkpoint_quantization,
+    is_quantized_weight_name,
+    read_tensors,
+)
 from engine.tokenizer import Tokenizer
+from kernels.reference.int8_gemm import quantize_weight
 
 
 @dataclass
@@ -30,13 +43,7 @@ class Checkpoint:
         """Hugging Face-named weights. `int8`: a GGUF file's decoder projections come back already quantized to
         the engine's int8 layout (weight + `_scale`), straight from each dequantized tensor."""
         if self.format == "hf":
-            from engine.models.loader import read_tensors  # noqa: PLC0415
-
             return read_tensors(self.path)
-        from engine.models.gguf import gguf_tensors  # noqa: PLC0415
-        from engine.quantization.checkpoint import is_quantized_weight_name  # noqa: PLC0415
-        from kernels.reference.int8_gemm import quantize_weight  # noqa: PLC0415
-
         return gguf_tensors(self.gguf, self.config, int8=quantize_weight if int8 else None,
                             is_projection=is_quantized_weight_name)
 
@@ -60,14 +67,10 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     if path.is_dir():
         cfg = load_model_config(path)
         tokenizer = Tokenizer.from_dir(path)
-        from engine.quantization.checkpoint import checkpoint_quantization  # noqa: PLC0415
-
         eos = list(cfg.eos_token_ids) + _generation_eos(path)
         fmt: Literal["hf", "gguf"] = "hf"
         stored = checkpoint_quantization(path)
     elif path.is_file():
-        from engine.models.gguf import gguf_model_config, gguf_tokenizer, is_gguf, read_gguf  # noqa: PLC0415
-
         if not is_gguf(path):
             raise ModelLoadError(f"{path}: not a GGUF file (no GGUF magic) and not a model directory")
         f = read_gguf(path)

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
 from safetensors.torch import save_file
 
 from engine.devices import DTYPES

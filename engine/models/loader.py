@@ -3,53 +3,20 @@ file via `engine.models.checkpoint`): shape checks, Q/K/V and gate/up fusion."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
 from engine.errors import ModelLoadError
 from engine.models.checkpoint import Checkpoint
 from engine.models.config import ModelConfig
 from engine.models.llama import LlamaModel
 from engine.models.lora import LoraAdapter, merge_lora
+from engine.quantization.model import attach_int8_weights, quantize_model
 from kernels import Kernels
 
 # Buffers some exporters save that carry no weights we need.
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
-
-
-def _weight_files(model_dir: Path) -> list[Path]:
-    index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as exc:
-            raise ModelLoadError(f"{index}: malformed index file ({exc})") from exc
-        files = sorted({model_dir / name for name in weight_map.values()})
-        missing = [f.name for f in files if not f.is_file()]
-        if missing:
-            raise ModelLoadError(f"{model_dir}: shard(s) listed in the index are missing: {', '.join(missing)}")
-        return files
-    single = model_dir / "model.safetensors"
-    if single.is_file():
-        return [single]
-    if any(model_dir.glob("*.bin")) or any(model_dir.glob("*.pt")):
-        raise ModelLoadError(f"{model_dir}: only pickle weights (*.bin/*.pt) found; convert them to safetensors")
-    raise ModelLoadError(f"{model_dir}: no model.safetensors or model.safetensors.index.json")
-
-
-def read_tensors(model_dir: Path) -> dict[str, torch.Tensor]:
-    tensors: dict[str, torch.Tensor] = {}
-    for path in _weight_files(model_dir):
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                for name in f.keys():
-                    tensors[name] = f.get_tensor(name)
-        except Exception as exc:  # safetensors raises several types for corrupt files
-            raise ModelLoadError(f"{path}: cannot read safetensors ({exc})") from exc
-    return tensors
 
 
 class _Weights:
@@ -140,7 +107,6 @@ def load_model(cfg: ModelConfig, tensors: dict[str, torch.Tensor], source: Path,
     glob, layers = load_weights(cfg, tensors, source, dtype, device)
     model = LlamaModel(cfg, kernels, glob, layers).eval()
     if layers and "qkv_scale" in layers[0]:  # pre-quantized: wrap the stored int8 weights, no re-quantization
-        from engine.quantization import attach_int8_weights  # noqa: PLC0415 - avoids an import cycle
 
         attach_int8_weights(model, layers)
     return model
@@ -156,7 +122,6 @@ def build_model(ckpt: Checkpoint, dtype: torch.dtype, device: torch.device, kern
         merge_lora(tensors, lora)
     model = load_model(ckpt.config, tensors, ckpt.path, dtype, device, kernels)
     if quantization is not None:
-        from engine.quantization import quantize_model  # noqa: PLC0415 - only when asked for
 
         quantize_model(model, quantization)
     return model

@@ -1,4 +1,4 @@
-"""Pre-quantized checkpoints: `quantize_checkpoint` writes one, `checkpoint_quantization` recognises one.
+"""Pre-quantized checkpoints: `quantize_checkpoint` writes one (`engine.models.weights` reads and recognises one).
 
 Layout: the same tensor names as the source Hugging Face checkpoint; each decoder projection weight
 (q/k/v/o/gate/up/down) is stored as int8 [out, in] next to a float32 `<name>_scale` [out]. Everything else
@@ -19,11 +19,15 @@ from safetensors.torch import save_file
 
 from engine.errors import ModelLoadError
 from engine.models.config import load_model_config
-from engine.models.loader import read_tensors
+from engine.models.weights import (
+    QUANT_METHOD,
+    SCALE_SUFFIX,
+    is_quantized_weight_name,
+    read_config_json,
+    read_tensors,
+)
 from kernels.reference.int8_gemm import quantize_weight
 
-QUANT_METHOD = "engine_int8"
-SCALE_SUFFIX = "_scale"
 QUANTIZATION_CONFIG: dict[str, Any] = {
     "quant_method": QUANT_METHOD,
     "format_version": 1,
@@ -32,36 +36,7 @@ QUANTIZATION_CONFIG: dict[str, Any] = {
     "modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "not_quantized": ["embed_tokens", "lm_head", "norms", "biases"],
 }
-_QUANTIZED_NAME = re.compile(r"^model\.layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj)\.weight$")
 _WEIGHT_FILES = re.compile(r"(\.safetensors|\.bin|\.pt|\.pth|\.safetensors\.index\.json|\.bin\.index\.json)$")
-
-
-def is_quantized_weight_name(name: str) -> bool:
-    return _QUANTIZED_NAME.match(name) is not None
-
-
-def _read_config(model_dir: Path) -> dict[str, Any]:
-    path = model_dir / "config.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise ModelLoadError(f"{model_dir}: no config.json (is this a Hugging Face model directory?)") from exc
-    except json.JSONDecodeError as exc:
-        raise ModelLoadError(f"{path}: invalid JSON ({exc})") from exc
-
-
-def checkpoint_quantization(model_dir: str | os.PathLike[str]) -> str | None:
-    """"int8" for a checkpoint written by `quantize_checkpoint`, None for a float one; rejects other schemes."""
-    qc = _read_config(Path(model_dir)).get("quantization_config")
-    if qc is None:
-        return None
-    method = qc.get("quant_method") if isinstance(qc, dict) else None
-    if method != QUANT_METHOD:
-        raise ModelLoadError(
-            f"{model_dir}: quantization_config.quant_method {method!r} is not supported; only checkpoints "
-            f"written by `pipeline quantize` ({QUANT_METHOD!r}) can be loaded pre-quantized"
-        )
-    return "int8"
 
 
 def quantize_checkpoint(
@@ -70,7 +45,7 @@ def quantize_checkpoint(
     """Write an int8 copy of the Hugging Face checkpoint `src_dir` to `dst_dir` (+ tokenizer/config files)."""
     src, dst = Path(src_dir), Path(dst_dir)
     load_model_config(src)  # same architecture checks as loading, so we never write an unloadable copy
-    raw = _read_config(src)
+    raw = read_config_json(src)
     if "quantization_config" in raw:
         raise ValueError(f"{src} is already quantized ({raw['quantization_config'].get('quant_method')!r})")
     if dst.exists() and dst.resolve() == src.resolve():

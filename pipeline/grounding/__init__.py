@@ -23,11 +23,11 @@ one; the constraint only rules out values the document never states.
 The engine stays unaware of this: it receives an ordinary JSON schema per request.
 """
 
+from pipeline.grounding._common import Choice
 from pipeline.grounding.accounts import account_candidates
 from pipeline.grounding.amounts import amount_candidates, currency_candidates
-from pipeline.grounding.dates import date_candidates
-from pipeline.grounding._common import Choice
 from pipeline.grounding.choices import document_choices
+from pipeline.grounding.dates import date_candidates
 from pipeline.grounding.schema import (
     CANDIDATE_FIELDS,
     CHOICE_FIELDS,

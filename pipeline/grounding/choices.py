@@ -23,8 +23,15 @@ from pipeline.grounding.dates import date_spans, document_date_order
 from pipeline.grounding.doc_types import doc_type_choice
 from pipeline.grounding.issuer import issuer_choice
 from pipeline.grounding.labelled import Located, locate
-from pipeline.grounding.labels import (CASH_WORDS, CHANGE_WORDS, NEGATIVE, ROUNDING_WORDS, STRONG, WEAK,
-                                      any_label_spans)
+from pipeline.grounding.labels import (
+    CASH_WORDS,
+    CHANGE_WORDS,
+    NEGATIVE,
+    ROUNDING_WORDS,
+    STRONG,
+    WEAK,
+    any_label_spans,
+)
 from pipeline.grounding.locale import document_country, territory_currency
 
 __all__ = ["LABELLED_TIERS", "Choice", "DocumentChoices", "document_choices"]

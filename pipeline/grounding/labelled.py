@@ -11,7 +11,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline.grounding.labels import NEGATIVE, WEAK, LabelHit, any_label_spans, label_hits
+from pipeline.grounding.labels import (
+    NEGATIVE,
+    WEAK,
+    LabelHit,
+    any_label_spans,
+    label_hits,
+)
 
 Spans = Callable[[str], list[tuple[int, int, str]]]
 """A scanner: (start, end, canonical value) of each value of one kind in a line."""

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from pipeline.grounding.accounts import account_candidates
 from pipeline.grounding._common import LABELLED_TIERS, Choice
+from pipeline.grounding.accounts import account_candidates
 from pipeline.grounding.choices import document_choices
 from pipeline.grounding.spans import party_candidates
 

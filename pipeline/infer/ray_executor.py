@@ -7,7 +7,7 @@ What runs where:
   and buckets, and owns the one transactional sink: staging, commit and publish are exactly those of an
   in-process run;
 - each actor (`EngineActor`, one per replica; one GPU each when the engine runs on CUDA) loads the model once and
-  runs whole buckets through `pipeline.run.infer` (engine, grammar, grounding, validation), returning the
+  runs whole buckets through `pipeline.infer.in_process.infer` (engine, grammar, grounding, validation), returning the
   bucket's rows and error rows.
 
 Buckets are dealt to the actors as they free up (two in flight per actor, so an actor never idles while its
@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.plan.bucketing import Bucket
 from pipeline.config import ExecutorOptions
-from pipeline.run import BucketResult, Stages, engine_errors, infer
+from pipeline.infer.in_process import BucketResult, engine_errors, infer
+from pipeline.plan.bucketing import Bucket
 
 # Buckets queued on one actor beyond the one it runs.
 QUEUE_PER_ACTOR = 1
@@ -209,11 +209,11 @@ def _lost(bucket: Bucket, why: str) -> BucketResult:
     return res
 
 
-def ray_stages(base: Stages, options: ExecutorOptions) -> Stages:
-    """`base` with model loading and inference on Ray (ingest, prepare and the sink stay as they are)."""
-    from dataclasses import replace  # noqa: PLC0415
+def ray_stage_functions(options: ExecutorOptions) -> dict[str, Any]:
+    """The stages Ray takes over, as `Stages` field -> function: model loading and inference (ingest, prepare and
+    the sink stay in the driver)."""
 
     def load(model_dir: Path, **engine_kwargs: Any) -> RayEnginePool:
         return RayEnginePool(model_dir, engine_kwargs, options)
 
-    return replace(base, load_llm=load, infer=ray_infer)
+    return {"load_llm": load, "infer": ray_infer}

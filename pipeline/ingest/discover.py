@@ -9,14 +9,29 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.ingest.einvoice import is_einvoice_xml
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.identity import file_sha256, sha256_bytes
+from pipeline.ingest.einvoice import is_einvoice_xml
 from pipeline.ingest.limits import IngestLimits
-from pipeline.ingest.pdf import PdfDocument, documents_to_table, pdf_doc_error_id, with_ocr
+from pipeline.ingest.pdf import (
+    PdfDocument,
+    documents_to_table,
+    pdf_doc_error_id,
+    with_ocr,
+)
 from pipeline.ingest.profiles import SHIPPED_DIR, BankProfile, load_profiles
-from pipeline.ingest.transactions import TRANSACTION_SUFFIXES, file_unit_id, rows_to_table
-from pipeline.ingest.worker import FileFailure, FileTask, FileWorker, ParsedOcr, ParsedPdf
+from pipeline.ingest.transactions import (
+    TRANSACTION_SUFFIXES,
+    file_unit_id,
+    rows_to_table,
+)
+from pipeline.ingest.worker import (
+    FileFailure,
+    FileTask,
+    FileWorker,
+    ParsedOcr,
+    ParsedPdf,
+)
 
 FILE_ARROW_SCHEMA = pa.schema(
     [

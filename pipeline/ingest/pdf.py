@@ -14,9 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.ingest.einvoice import embedded_xml
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import sha256_bytes, stable_id
+from pipeline.ingest.einvoice import embedded_xml
 
 _META_KEYS = {"title": "/Title", "author": "/Author", "creator": "/Creator", "producer": "/Producer",
               "creation_date": "/CreationDate"}

@@ -10,10 +10,10 @@ for any other file. A file matches the first profile (in file-name order) whose 
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Literal
 
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "data" / "bank_profiles"

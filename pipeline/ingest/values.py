@@ -5,9 +5,9 @@ currency symbols, trailing minus, parentheses) and dates (format chosen per colu
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "₽": "RUB", "zł": "PLN", "kč": "CZK",
                     "fr.": "CHF", "chf": "CHF"}

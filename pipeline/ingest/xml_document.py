@@ -3,9 +3,14 @@ folder: one document, read from its XML exactly like the XML a hybrid PDF carrie
 
 from __future__ import annotations
 
-from pipeline.ingest.einvoice import MAX_XML_BYTES, _parse, einvoice_fields, is_einvoice_xml
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import sha256_bytes
+from pipeline.ingest.einvoice import (
+    MAX_XML_BYTES,
+    _parse,
+    einvoice_fields,
+    is_einvoice_xml,
+)
 from pipeline.ingest.pdf import PdfDocument, clean_text, pdf_doc_error_id
 
 

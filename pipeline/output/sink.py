@@ -42,8 +42,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.output.datasets import DATASETS, dataset_schema
 from pipeline.identity import stable_id
+from pipeline.output.datasets import DATASETS, dataset_schema
 
 STAGING = "_staging"
 MANIFESTS = "manifests"

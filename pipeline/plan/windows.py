@@ -10,7 +10,13 @@ from decimal import Decimal
 import polars as pl
 import pyarrow as pa
 
-from schemas.account import FLAG_ORDER, AccountWindowSummary, Flag, RiskLevel, WindowClassification
+from schemas.account import (
+    FLAG_ORDER,
+    AccountWindowSummary,
+    Flag,
+    RiskLevel,
+    WindowClassification,
+)
 
 LARGE_CASH_THRESHOLD = 10_000
 NEW_COUNTERPARTY_MIN_VOLUME = 5_000

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
 
 from engine.errors import ModelLoadError
 from engine.models.gguf.reader import GGUFFile

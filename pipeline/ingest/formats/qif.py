@@ -7,7 +7,7 @@ import re
 import warnings
 
 from pipeline.ingest.formats.statement import Entry, Statement, clean, require_entries
-from pipeline.ingest.tabular import NotATable, decode_candidates
+from pipeline.ingest.tabular import decode_candidates
 
 SUFFIXES = frozenset({".qif"})
 
