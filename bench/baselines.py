@@ -21,6 +21,7 @@ _PAD_ID = 0
 
 
 def _load_model(job: BenchJob, attn_implementation: str) -> tuple[Any, float]:
+    # lazy: heavy, and only the HF baselines and loading checks need it
     import transformers
 
     t0 = time.perf_counter()
@@ -63,6 +64,7 @@ def _left_padded(prompts: list[list[int]], device: str) -> tuple[torch.Tensor, t
 
 def _generate(model: Any, prompts: list[list[int]], new_tokens: int, device: str) -> tuple[list[list[int]], list[float]]:
     """One static batch: returns the generated ids per row and the per-step timestamps."""
+    # lazy: heavy, and only the HF baselines and loading checks need it
     from transformers import GenerationConfig, StoppingCriteriaList
 
     ids, mask = _left_padded(prompts, device)
@@ -120,8 +122,10 @@ def _cb_api() -> tuple[Any, Any]:
     """transformers' continuous-batching config classes, or SystemUnavailable if this version lacks them."""
     try:
         from transformers import ContinuousBatchingConfig  # type: ignore[attr-defined]
+        # lazy: heavy, and only the HF baselines and loading checks need it
         from transformers.generation.continuous_batching.utils import WorkloadHints
     except ImportError as e:
+        # lazy: heavy, and only the HF baselines and loading checks need it
         import transformers
 
         raise SystemUnavailable(f"transformers {transformers.__version__} has no continuous batching API ({e})") from e
@@ -130,6 +134,7 @@ def _cb_api() -> tuple[Any, Any]:
 
 def run_hf_continuous_batching(job: BenchJob, workload: Workload) -> SystemRun:
     """transformers' own paged continuous batching (ContinuousBatchingManager), every request submitted at t = 0."""
+    # lazy: heavy, and only the HF baselines and loading checks need it
     import transformers
     from transformers import GenerationConfig
 

@@ -122,6 +122,7 @@ def _invocation() -> list[str]:
 
 def run_command(args: argparse.Namespace) -> int:
     """Entry point for the parsed `bench` command. Exit status 1 when any system errored."""
+    # lazy: the bench's modules load when it runs: `pipeline --help` stays fast
     from bench.report import render_table, write_outputs
     from bench.runner import run_bench
 
@@ -149,6 +150,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run_extraction(args: argparse.Namespace, console: Console) -> int:
+    # lazy: the bench's modules load when it runs: `pipeline --help` stays fast
     from bench.extraction import render_extraction, run_extraction_bench
     from pipeline.config import speculative_config
 

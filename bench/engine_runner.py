@@ -10,6 +10,7 @@ from bench.config import BenchJob
 from bench.metrics import RequestRecord
 from bench.results import SystemRun, SystemUnavailable
 from bench.workload import Workload, warmup_prompts
+from engine import LLM, SamplingParams
 
 SPECULATIVE_RUNG = {"method": "ngram", "num_speculative_tokens": 4}
 
@@ -54,10 +55,6 @@ def stats_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
 def run_engine_step(job: BenchJob, workload: Workload, step: LadderStep) -> SystemRun:
     if step.llm_kwargs is None:
         raise SystemUnavailable(step.unavailable_reason, status="not_available")
-    try:
-        from engine import LLM, SamplingParams
-    except ImportError as e:
-        raise SystemUnavailable(f"the engine package is not importable: {e}", status="error") from e
 
     switches = dict(step.llm_kwargs)
     if step.name == "engine_speculative":

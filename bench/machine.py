@@ -39,6 +39,7 @@ def _cpu_model() -> str:
 
 
 def machine_info(device: str, threads: int) -> dict[str, Any]:
+    # lazy: heavy, and only the HF baselines and loading checks need it
     import transformers
 
     info: dict[str, Any] = {

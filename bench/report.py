@@ -95,9 +95,11 @@ def _ok_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write_charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
     """Throughput per system (baselines grey, ladder blue) and per-request latency distributions."""
+    # lazy: only charts need it
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: only charts need it
     import matplotlib.pyplot as plt
 
     rows = _ok_rows(results)

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine import export_hf_checkpoint
+
 # Bump when the on-disk layout of a built shape changes, so stale caches are rebuilt rather than trusted.
 _BUILD_VERSION = 1
 _UNK, _BOS, _EOS = 0, 1, 2
@@ -116,6 +118,7 @@ def shape_from_checkpoint(model_dir: Path) -> ModelShape:
 
 
 def _hf_config(shape: ModelShape) -> Any:
+    # lazy: heavy, and only the HF baselines and loading checks need it
     import transformers
 
     common = dict(
@@ -141,6 +144,7 @@ def _hf_config(shape: ModelShape) -> Any:
 
 def _write_tokenizer(path: Path, vocab_size: int, max_len: int) -> None:
     """A word-level tokenizer with one token per id: the benchmark feeds token ids, but loaders expect the file."""
+    # lazy: only HF tokenizer files need it
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
     vocab = {f"t{i}": i for i in range(vocab_size)}
@@ -193,7 +197,9 @@ def build_checkpoint(shape: ModelShape, cache_dir: Path | None = None, seed: int
     """Build (once) and return a random-weight checkpoint of `shape`; later calls reuse the finished directory."""
 
     def build(out: Path) -> None:
+        # lazy: heavy: loaded where a model runs
         import torch
+        # lazy: heavy, and only the HF baselines and loading checks need it
         import transformers
 
         config = _hf_config(shape)
@@ -213,7 +219,6 @@ def build_checkpoint(shape: ModelShape, cache_dir: Path | None = None, seed: int
 def exported_checkpoint(gguf: Path, cache_dir: Path | None, dtype: str) -> Path:
     """A GGUF file as a Hugging Face directory in `dtype` (exported once, cached by the file's name, size and
     mtime), so the HF baselines and the engine run the very same dequantized weights."""
-    from engine import export_hf_checkpoint
 
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     st = gguf.stat()

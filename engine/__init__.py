@@ -24,6 +24,7 @@ __all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineEr
 
 def __getattr__(name: str) -> object:
     if name in _API:
+        # lazy: the public names load on first use (PEP 562): importing engine stays light
         import importlib
 
         value = getattr(importlib.import_module(_API[name]), name)

@@ -5,18 +5,19 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Iterator, Sequence as Seq
+from collections.abc import Iterator
+from collections.abc import Sequence as Seq
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from engine.block_manager import BlockManager
-from engine.distributed.block_manager import ShardedBlockManager
 from engine.config import EngineConfig
-from engine.devices import resolve_device, resolve_dtype
 from engine.core import EngineCore
 from engine.cpu_runtime import keep_freed_memory
+from engine.devices import resolve_device, resolve_dtype
+from engine.distributed.block_manager import ShardedBlockManager
 from engine.kv_pool import default_kv_budget, kv_bytes_per_token
 from engine.model_runner import ModelRunner
 from engine.models.checkpoint import open_checkpoint
@@ -29,6 +30,7 @@ from engine.sequence import Sequence
 from engine.speculative import SpeculativeConfig
 from engine.speculative.builder import TargetInfo, build_speculator
 from kernels import get_kernels
+
 
 def _close_ranks(runner: Any, ranks: Any) -> None:
     try:

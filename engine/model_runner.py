@@ -20,7 +20,6 @@ from engine.step_upload import upload_int64
 from kernels import AttentionMetadata, DecodeGroup, PrefillSegment
 from kernels.decode_layout import PADDED_BLOCK_READS, DecodeLayout
 
-
 # Chunks of at most this many query tokens (decodes, verify steps of speculative decoding, short prefill tails)
 # run as decode rows: one row per query token, each reading its sequence's keys in place through the block table
 # up to its own position. Longer chunks run as prefill segments (GEMM-shaped attention).

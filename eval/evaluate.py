@@ -12,24 +12,38 @@ documents need OCR and are not scored.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
+from pypdf import PdfReader
 
+from engine import LLM, SamplingParams, export_hf_checkpoint, load_tokenizer
+from eval.real_gold import SCORED_FIELDS, field_matches, load_gold_dir
 from pipeline.config import (
     add_kv_cache_dtype_arg,
     add_speculative_args,
+    default_model_dir,
     demo_model_dir,
     speculative_config,
 )
+from pipeline.grounding import field_confidence
 from pipeline.infer.validate import decoding_schema
-from pipeline.plan.prompts import chat_template_sha, prompt_version
+from pipeline.ingest.einvoice import einvoice_fields
+from pipeline.ingest.ocr import OcrSettings, engine, ocr_pdf_pages
+from pipeline.ingest.pdf import PdfDocument, read_pdf, with_ocr
+from pipeline.ingest.pdf_text import document_text, page_texts
+from pipeline.models import model_parts, resolve_model
+from pipeline.plan.prompts import chat_template_sha, encode_prompt, prompt_version
+from pipeline.plan.windows import window_facts
 from schemas import AccountWindowSummary, DocumentExtraction
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -54,14 +68,12 @@ class EvalItem:
     ocr: bool = False  # some of its text was read by OCR
 
     def prompt_ids(self, tokenizer: Any) -> list[int]:
-        from pipeline.plan.prompts import encode_prompt
 
         return encode_prompt(tokenizer, self.kind, text=self.document_text or "", facts=self.facts)
 
 
 def _matches(item: EvalItem, name: str, pred: Any, gold: Any) -> bool:
     if item.real:
-        from eval.real_gold import field_matches
 
         return field_matches(name, pred, gold)
     return bool(pred == gold)
@@ -134,7 +146,6 @@ def _confidence(item: EvalItem, pred: dict[str, Any] | None) -> dict[str, bool]:
         return {}
     if item.embedded is not None:
         return {name: True for name in item.gold}
-    from pipeline.grounding import field_confidence
 
     return field_confidence(pred, item.document_text or "", ocr=item.ocr)
 
@@ -151,10 +162,7 @@ def _confident_report(tallies: dict[str, FieldTally], total: int) -> dict[str, A
 
 def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem], int]:
     """Scored items (documents first, then windows; `limit` caps each) and the number of skipped scans."""
-    from pypdf import PdfReader
 
-    from pipeline.ingest.pdf_text import document_text, page_texts
-    from pipeline.plan.windows import window_facts
 
     docs_meta = [json.loads(line) for line in (eval_dir / "documents.jsonl").open(encoding="utf-8")]
     skipped = sum(1 for d in docs_meta if d["needs_ocr"])
@@ -164,7 +172,6 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
         text = document_text(page_texts(PdfReader(eval_dir / d["file"])))
         items.append(EvalItem(d["id"], "document", d["gold"], DocumentExtraction, document_text=text))
 
-    import pyarrow.parquet as pq
 
     windows = [json.loads(line) for line in (eval_dir / "windows.jsonl").open(encoding="utf-8")][:limit]
     facts = {(f["account"], f["period_start"]): f for f in window_facts(pq.read_table(eval_dir / "transactions.parquet"))}
@@ -179,10 +186,7 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
 def _read_gold_pdf(pdf: Path, text_cache: Path | None) -> Any:
     """The PDF as `pipeline run` reads it: pypdf's text, OCR on pages without a text layer. `text_cache` keeps OCR's
     page texts per file content and OCR settings, so repeated evaluations of a scanned set OCR each page once."""
-    import hashlib
 
-    from pipeline.ingest.ocr import OcrSettings, engine, ocr_pdf_pages
-    from pipeline.ingest.pdf import PdfDocument, read_pdf, with_ocr
 
     data = pdf.read_bytes()
     read = read_pdf(data, pdf.name, allow_no_text=True)
@@ -208,9 +212,6 @@ def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = 
     """Scored items of a real gold set (`eval.real_gold`): each PDF read as `pipeline run` reads it (OCR on
     scanned pages), its embedded e-invoice parsed when `extraction="auto"`. A PDF the pipeline cannot read scores
     as all wrong."""
-    from eval.real_gold import SCORED_FIELDS, load_gold_dir
-    from pipeline.ingest.einvoice import einvoice_fields
-    from pipeline.ingest.pdf import PdfDocument
 
     items = []
     for doc in load_gold_dir(gold_dir, split)[:limit]:
@@ -229,8 +230,6 @@ def load_gold_items(gold_dir: Path, limit: int | None = None, extraction: str = 
 def eval_engine(model_dir: Path, quantization: str | None = None, kv_cache_dtype: str = "auto",
                 speculative: dict[str, Any] | None = None) -> Any:
     """The engine `pipeline eval` measures: the model (an adapter over its base) in its default dtype, seed 0."""
-    from engine import LLM
-    from pipeline.models import model_parts
 
     base, adapter = model_parts(model_dir)
     return LLM(str(base), dtype="auto", quantization=quantization, kv_cache_dtype=kv_cache_dtype, seed=0,
@@ -239,7 +238,6 @@ def eval_engine(model_dir: Path, quantization: str | None = None, kv_cache_dtype
 
 def _generate_engine(llm: Any, token_ids: list[list[int]], schemas: list[dict[str, Any]],
                      progress: bool) -> tuple[list[str], dict[str, Any]]:
-    from engine import SamplingParams
 
     params = [SamplingParams(max_tokens=MAX_ANSWER_TOKENS, temperature=0.0, json_schema=s) for s in schemas]
     start = time.perf_counter()
@@ -253,12 +251,12 @@ def _generate_hf(model_dir: Path, token_ids: list[list[int]], progress: bool) ->
     """Unconstrained greedy decoding with transformers (reference path; schema validity is then earned). A GGUF
     file is first exported to a Hugging Face directory (the engine's own dequantization), which transformers
     then loads like any checkpoint."""
-    import tempfile
 
+    # lazy: heavy: loaded where a model runs
     import torch
+    # lazy: heavy, and only the HF baselines and loading checks need it
     from transformers import AutoModelForCausalLM
 
-    from engine import export_hf_checkpoint, load_tokenizer
 
     tmp = None
     if model_dir.is_file():
@@ -317,9 +315,6 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
     `compare_to` names an earlier JSON report (say, the default precision) to diff this run's outputs against.
     `grounding` (engine backend) narrows document dates, amounts and accounts to the values each document
     prints, as `pipeline run` does; off, the model alone is measured under the plain schema."""
-    from engine import load_tokenizer
-    from pipeline.config import default_model_dir
-    from pipeline.models import model_parts, resolve_model
 
     model_dir = resolve_model(model_dir) if model_dir else default_model_dir()
     eval_dir = Path(eval_dir) if eval_dir else DEFAULT_EVAL_DIR
@@ -378,6 +373,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
 
 def render_report(report: dict[str, Any]) -> None:
     """Per-field accuracy table plus the headline numbers."""
+    # lazy: only console output needs it
     from rich.console import Console
     from rich.table import Table
 

@@ -19,6 +19,7 @@ from pipeline.identity import file_sha256, stable_id
 
 
 def _package_dirs() -> Iterable[Path]:
+    # lazy: read at call time: the versions the running code has
     import pipeline
     import schemas
 
@@ -40,6 +41,7 @@ def input_fingerprint(input_dir: Path, exclude: tuple[Path, ...] = (), limit: in
                       exclude_globs: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """(relative path, SHA-256) of exactly the files ingest will read, in its order, then the paths it skips
     (they are not read, but each becomes an error row, so they are part of what ingest returns)."""
+    # lazy: read at call time: the versions the running code has
     from pipeline.ingest.discover import discover
 
     root = input_dir.resolve()

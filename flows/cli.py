@@ -22,6 +22,7 @@ def _concurrency(text: str) -> int:
 
 
 def register(sub: Any) -> None:
+    # lazy: Prefect loads only for the flow commands
     from pipeline.config import (
         add_executor_args,
         add_kv_cache_dtype_arg,
@@ -52,10 +53,12 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
         print(f"pipeline backfill: --end {args.end} is before --start {args.start}", file=sys.stderr)
         return 2
     try:
+        # lazy: Prefect loads only for the flow commands
         from flows.backfill import BackfillError, backfill_flow
     except ImportError as exc:
         print(f"pipeline backfill is unavailable: cannot import the Prefect flows ({exc})", file=sys.stderr)
         return 2
+    # lazy: Prefect loads only for the flow commands
     from pipeline.config import executor_options, speculative_config
 
     try:
@@ -81,6 +84,7 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def _print_results(results: list[dict[str, Any]]) -> None:
+    # lazy: Prefect loads only for the flow commands
     from rich.console import Console
     from rich.table import Table
 

@@ -40,6 +40,7 @@ def partition_date(when: dt.datetime, timezone: str = "UTC") -> dt.date:
 
 def scheduled_date(timezone: str = "UTC") -> dt.date:
     """The current flow run's scheduled date (now, for an ad-hoc run outside a deployment)."""
+    # lazy: Prefect is optional: `pipeline run` works without it
     from prefect.runtime import flow_run
 
     return partition_date(flow_run.scheduled_start_time, timezone)
@@ -86,6 +87,7 @@ def day_result(summary: RunSummary) -> dict[str, Any]:
 
 
 def _run_name() -> str:
+    # lazy: Prefect is optional: `pipeline run` works without it
     from prefect.runtime import flow_run
 
     params = flow_run.parameters

@@ -22,8 +22,10 @@ NIGHTLY_CRON = "0 2 * * *"
 def build_deployments(input_root: str, output_dir: str, model_dir: str | None = None, cron: str = NIGHTLY_CRON,
                       timezone: str = "UTC") -> list[Any]:
     """The nightly (scheduled) and backfill (on demand) deployments as `RunnerDeployment`s."""
+    # lazy: Prefect loads only when serving
     from prefect.schedules import Cron
 
+    # lazy: Prefect loads only when serving
     from flows.backfill import backfill_flow
     from flows.daily import daily_flow
 
@@ -47,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--timezone", default="UTC", help="IANA zone of the schedule and of run_date (default UTC)")
     args = p.parse_args(argv)
 
+    # lazy: Prefect loads only when serving
     from prefect import serve
 
     def absolute(path: str | None) -> str | None:  # flow runs start in their own processes

@@ -16,9 +16,11 @@ from typing import Any
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pydantic import ValidationError
     from rich.console import Console
 
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.config import (
         EngineOptions,
         ExecutorOptions,
@@ -27,6 +29,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         executor_options,
         speculative_config,
     )
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.models import model_parts, resolve_model
     from pipeline.output.report import run_summary_table
     from pipeline.run import run_pipeline
@@ -57,11 +60,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (ValidationError, ValueError) as exc:
         console.print(f"[red]invalid arguments:[/red] {exc}")
         return 2
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.models import is_adapter
 
     if cfg.model_dir.is_dir() and not is_adapter(cfg.model_dir) and not (cfg.model_dir / "config.json").is_file():
         console.print(f"[red]model not found:[/red] {cfg.model_dir} has no config.json (pass --model DIR|FILE.gguf|NAME)")
         return 2
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.output.sink import OutputError
 
     try:
@@ -77,6 +82,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.output.report import inspect_output
 
     return inspect_output(Path(args.output))
@@ -104,6 +110,7 @@ def _byte_size(text: str) -> int:
 
 
 def _add_run(sub: Any) -> None:
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.config import (
         add_executor_args,
         add_kv_cache_dtype_arg,
@@ -156,9 +163,11 @@ def _add_run(sub: Any) -> None:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from rich.console import Console
     from rich.table import Table
 
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.models import REGISTRY, install_model, installed_path
 
     console = Console()
@@ -223,6 +232,7 @@ def _register_external(sub: Any, name: str, module: str, help_text: str) -> None
 
 
 def _limits(args: argparse.Namespace) -> Any:
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.ingest import IngestLimits
 
     given = {"max_file_bytes": args.max_file_mb and int(args.max_file_mb * (1 << 20)), "max_pages": args.max_pages,

@@ -24,6 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from engine import LLM, load_tokenizer
+from pipeline.plan.prompts import chat_template_sha
+
 
 @dataclass(frozen=True)
 class RegisteredModel:
@@ -67,7 +70,6 @@ def model_parts(path: str | Path) -> tuple[Path, Path | None]:
     path = Path(path)
     if not is_adapter(path):
         return path, None
-    import json
 
     base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if not base:
@@ -188,8 +190,6 @@ def model_identity(model: str | Path, quantization: str | None = None, kv_cache_
 
 @lru_cache(maxsize=8)
 def _template_sha(model: str, stamp: tuple[tuple[str, int, int], ...]) -> str | None:
-    from engine import load_tokenizer
-    from pipeline.plan.prompts import chat_template_sha
 
     return chat_template_sha(load_tokenizer(model))
 
@@ -201,7 +201,6 @@ def model_template_sha(model: str | Path) -> str | None:
 
 @lru_cache(maxsize=2)
 def _load_llm_cached(model: str, frozen: tuple[tuple[str, Any], ...]) -> Any:
-    from engine import LLM
 
     base, adapter = model_parts(model)
     kwargs = {k: json.loads(v[len(_JSON):]) if isinstance(v, str) and v.startswith(_JSON) else v for k, v in frozen}

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.config import RunConfig
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_from_table
@@ -38,7 +39,13 @@ from pipeline.identity import stable_id
 from pipeline.infer.in_process import BucketResult, infer
 from pipeline.ingest import IngestResult, ingest
 from pipeline.models import load_llm, model_identity, model_template_sha
-from pipeline.output.datasets import KIND_DATASET, error_rows, transaction_rows
+from pipeline.output.datasets import (
+    KIND_DATASET,
+    dataset_schema,
+    einvoice_row,
+    error_rows,
+    transaction_rows,
+)
 from pipeline.output.manifest import Reconciliation, RunManifest
 from pipeline.output.sink import (
     COMMIT,
@@ -145,6 +152,7 @@ class _Progress:
         self.tokens = 0
         self.done = 0
         if enabled and total:
+            # lazy: only a progress bar needs it
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, desc="extract", unit="req", dynamic_ncols=True)
@@ -301,13 +309,11 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
 
 
 def _einvoice_table(units: list[WorkUnit], run_fields: dict[str, str]) -> pa.Table:
-    from pipeline.output.datasets import dataset_schema, einvoice_row
 
     return pa.Table.from_pylist([einvoice_row(u, run_fields) for u in units], schema=dataset_schema("documents"))
 
 
 def _rows_table(res: BucketResult) -> pa.Table:
-    from pipeline.output.datasets import dataset_schema
 
     return pa.Table.from_pylist(res.rows, schema=dataset_schema(KIND_DATASET[res.kind]))
 
@@ -315,7 +321,6 @@ def _rows_table(res: BucketResult) -> pa.Table:
 def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str, version: str, result: IngestResult,
               units: list[WorkUnit], skipped: Counter, tx_table: pa.Table, tx_new: pa.Table, staging: Staging,
               llm: Any, tokens: Counter, timings: dict[str, float], recovered: list[str], resumed: int) -> dict[str, Any]:
-    import pyarrow.parquet as pq
 
     staged = staging.staged()
     out_counts = {ds: sum(pq.ParquetFile(p).metadata.num_rows for p in parts) for ds, parts in staged.items()}

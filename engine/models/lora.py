@@ -39,6 +39,7 @@ class LoraAdapter:
 
 
 def read_lora(path: str | Path) -> LoraAdapter:
+    # lazy: only adapter files need it
     from safetensors.torch import load_file
 
     path = Path(path)

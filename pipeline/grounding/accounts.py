@@ -27,6 +27,7 @@ def valid_iban(candidate: str) -> bool:
     layout is not required: schwifty rejects, say, a GB IBAN whose bank code is not four letters, but an IBAN with
     the right length and check digits is one the document prints, and the check digits alone already catch a
     glued word or a wrapped neighbour."""
+    # lazy: IBAN registry loads on first use
     from schwifty import IBAN
     from schwifty.exceptions import SchwiftyException
 

@@ -78,6 +78,7 @@ def amount_candidates(text: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def iso_currencies() -> frozenset[str]:
+    # lazy: CLDR tables load on first use
     from babel.numbers import list_currencies
 
     return frozenset(list_currencies())
@@ -108,6 +109,7 @@ _CURRENCY_LABEL = re.compile(r"(?i)(?<![^\W\d_])(?:currency|währung|devise|mone
 @lru_cache(maxsize=256)
 def _local_symbol(symbol: str, country: str) -> str | None:
     """The currency of `country` whose symbol in that country's locale (CLDR, through babel) is `symbol`."""
+    # lazy: CLDR tables load on first use
     from babel import Locale, UnknownLocaleError
     from babel.languages import get_official_languages
     from babel.numbers import get_currency_symbol, get_territory_currencies

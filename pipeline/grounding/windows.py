@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from pipeline.plan.windows import FLAG_COUNTS
 from schemas.account import FLAG_ORDER, RiskLevel
 
 _LEVELS = (RiskLevel.LOW, RiskLevel.MEDIUM, RiskLevel.HIGH)
@@ -19,7 +20,6 @@ _LEVELS = (RiskLevel.LOW, RiskLevel.MEDIUM, RiskLevel.HIGH)
 
 def supported_flags(facts: Mapping[str, object]) -> list[str]:
     """Flags whose count in the facts is above zero, in canonical order."""
-    from pipeline.plan.windows import FLAG_COUNTS
 
     return [f.value for f in FLAG_ORDER if int(facts.get(FLAG_COUNTS[f], 0) or 0) > 0]  # type: ignore[call-overload]
 

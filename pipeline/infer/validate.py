@@ -16,17 +16,18 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import ErrorRecord, Stage, Unit
+from pipeline.grounding import field_choices, grounded_schema
+from pipeline.grounding.windows import grounded_window_schema
+from schemas import AccountWindowSummary, DocumentExtraction, constrained_json_schema
 
 
 def output_model(kind: str) -> type[BaseModel]:
-    from schemas import AccountWindowSummary, DocumentExtraction
 
     return DocumentExtraction if kind == "document" else AccountWindowSummary
 
 
 @functools.cache
 def _plain_schema(kind: str) -> dict[str, Any]:
-    from schemas import constrained_json_schema
 
     return constrained_json_schema(output_model(kind))
 
@@ -39,11 +40,9 @@ def decoding_schema(kind: str, document_text: str | None = None,
     window's flags and risk level to what its counts support (`pipeline.grounding`)."""
     schema = _plain_schema(kind)
     if kind == "document" and document_text is not None:
-        from pipeline.grounding import field_choices, grounded_schema
 
         return grounded_schema(schema, field_choices(document_text))
     if kind == "window" and facts is not None:
-        from pipeline.grounding.windows import grounded_window_schema
 
         return grounded_window_schema(schema, facts)
     return copy.deepcopy(schema)

@@ -13,6 +13,7 @@ from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.identity import file_sha256, sha256_bytes
 from pipeline.ingest.einvoice import is_einvoice_xml
 from pipeline.ingest.limits import IngestLimits
+from pipeline.ingest.ocr import engine
 from pipeline.ingest.pdf import (
     PdfDocument,
     documents_to_table,
@@ -207,7 +208,6 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
 def _with_ocr(doc: PdfDocument, path: Path, rel: str, sha: str, size: int, limits: IngestLimits,
               worker: FileWorker) -> PdfDocument | ErrorRecord:
     """OCR of the document's pages without a text layer, in the worker under its own time budget."""
-    from pipeline.ingest.ocr import engine
 
     if not limits.ocr:
         return with_ocr(doc, {}, None, "OCR is off")
@@ -253,6 +253,7 @@ def ingest(
     seen: dict[str, str] = {}
     iterator = paths
     if progress:
+        # lazy: only a progress bar needs it
         from tqdm import tqdm
 
         iterator = tqdm(paths, desc="ingest", unit="file", leave=False)

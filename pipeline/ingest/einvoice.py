@@ -18,6 +18,11 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from pydantic import ValidationError
+from pypdf import PdfReader
+
+from schemas import DocumentExtraction
+
 PARSER_VERSION = "einvoice-v2"
 """Part of the row id of every row read from XML: a change here is a new row (v2: every UNTDID 1001 invoice and
 credit-note code, attachments found through /AF and under any name, credit notes typed as such)."""
@@ -36,6 +41,7 @@ _ROOTS = ("CrossIndustryInvoice", "CrossIndustryDocument", "Invoice", "CreditNot
 
 def _root_name(xml: bytes) -> str | None:
     """Local name of the XML's root element (the parse stops at the first element; no entities, no network)."""
+    # lazy: only e-invoice XML needs it
     from lxml import etree
 
     for candidate in (xml, _without_bad_encoding(xml)):
@@ -84,7 +90,6 @@ def embedded_xml(data: bytes) -> tuple[str, bytes] | None:
     """(attachment name, XML bytes) of the e-invoice a PDF carries, or None. Any attachment whose root element is
     a CII or UBL invoice counts, whatever its file name and whether it sits in the EmbeddedFiles name tree or only
     in an /AF array. Never raises: a PDF whose attachments cannot be read has no e-invoice and goes to the model."""
-    from pypdf import PdfReader
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
@@ -107,6 +112,7 @@ def embedded_xml(data: bytes) -> tuple[str, bytes] | None:
 
 
 def _parse(xml: bytes) -> Any:
+    # lazy: only e-invoice XML needs it
     from lxml import etree
 
     # No entity expansion, no DTD or network fetches: the XML comes from an untrusted PDF.
@@ -222,9 +228,7 @@ def _ubl(root: Any) -> dict[str, Any]:
 def einvoice_fields(xml: bytes) -> dict[str, Any] | None:
     """The documents dataset's fields read from an e-invoice's XML, or None when it is not an invoice this reader
     understands or lacks a field the schema requires (issuer, date): the document then goes to the model."""
-    from pydantic import ValidationError
 
-    from schemas import DocumentExtraction
 
     try:
         root = _parse(xml)

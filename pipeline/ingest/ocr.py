@@ -38,6 +38,7 @@ class OcrResult:
 def engine() -> str | None:
     """'tesseract 5.3.0 (eng+deu)', or None when Tesseract or pytesseract is missing."""
     try:
+        # lazy: only OCR'd pages need it
         import pytesseract
 
         version = pytesseract.get_tesseract_version()
@@ -49,6 +50,7 @@ def engine() -> str | None:
 
 @lru_cache(maxsize=1)
 def languages() -> str:
+    # lazy: only OCR'd pages need it
     import pytesseract
 
     installed = set(pytesseract.get_languages(config=""))
@@ -57,6 +59,7 @@ def languages() -> str:
 
 def _mean_confidence(image, langs: str, config: str) -> float:  # type: ignore[no-untyped-def]
     """Tesseract's mean word confidence on the image (0-100; -1 where it reads no word)."""
+    # lazy: only OCR'd pages need it
     import pytesseract
 
     data = pytesseract.image_to_data(image, lang=langs, config=config, output_type=pytesseract.Output.DICT)
@@ -68,6 +71,7 @@ def _read_upright(image, notes: list[str], page: int, langs: str, config: str) -
     """The page's text, read the right way up. Tesseract's orientation detection (OSD) proposes a turn; since it
     also proposes turning upright pages of dense receipt print upside down (5 of the shared receipt scans, taken
     for Greek script), a proposed turn is kept only when the turned page reads with higher word confidence."""
+    # lazy: only OCR'd pages need it
     import pytesseract
 
     try:
@@ -106,6 +110,7 @@ class OcrSettings:
 
 def _native_dpi(page) -> float | None:  # type: ignore[no-untyped-def]
     """Pixel density of the largest image on the page (pixels per inch of its placed width), or None."""
+    # lazy: only OCR'd pages need it
     import pypdfium2 as pdfium
 
     best = None
@@ -124,6 +129,7 @@ def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSett
     name = engine()
     if name is None:
         raise RuntimeError("no OCR engine: install Tesseract (scripts/setup.sh does) and pytesseract")
+    # lazy: only OCR'd pages need it
     import pypdfium2 as pdfium
 
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # read by the tesseract processes pytesseract starts

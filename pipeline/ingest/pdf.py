@@ -13,10 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
+from pypdf import PdfReader
 
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import sha256_bytes, stable_id
 from pipeline.ingest.einvoice import embedded_xml
+from pipeline.ingest.pdf_text import document_text, page_texts
 
 _META_KEYS = {"title": "/Title", "author": "/Author", "creator": "/Creator", "producer": "/Producer",
               "creation_date": "/CreationDate"}
@@ -85,19 +87,10 @@ def clean_text(s: str) -> str:
 
 
 def _page_texts(reader: Any) -> list[str]:
-    """Shared page-text function when present; a plain per-page fallback until it lands."""
-    try:
-        from pipeline.ingest.pdf_text import page_texts
-    except ImportError:
-        return [clean_text(p.extract_text() or "") for p in reader.pages]
     return [clean_text(t) for t in page_texts(reader)]
 
 
 def _document_text(pages: list[str]) -> str:
-    try:
-        from pipeline.ingest.pdf_text import document_text
-    except ImportError:
-        return "\n\n".join(p.strip() for p in pages if p.strip())
     return document_text(pages)
 
 
@@ -132,7 +125,6 @@ def read_pdf(data: bytes, source_file: str, *, max_pages: int | None = None,
     `max_pages` is not extracted (TooManyPages); one whose text exceeds `max_text_chars` fails (TextTooLong).
     A PDF without any text layer is a NeedsOCR error, or with `allow_no_text` a document with empty text for OCR
     to fill in (`with_ocr`)."""
-    from pypdf import PdfReader
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     doc_id = sha256_bytes(data)

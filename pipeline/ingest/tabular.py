@@ -18,8 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.ingest.columns import ColumnMatch, match_columns
+from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
+from pipeline.ingest.infer_columns import infer_roles
 from pipeline.ingest.text_lines import physical_lines
+from pipeline.ingest.values import normalise_currency
 
 DELIMITERS = (",", ";", "\t", "|")
 _HEADER_SCAN_LINES = 40
@@ -48,7 +50,6 @@ class RawTable:
 
     def preamble_hints(self) -> tuple[str | None, str | None]:
         """(account, currency) mentioned in preamble lines, e.g. an IBAN or 'EUR'."""
-        from pipeline.ingest.values import normalise_currency
 
         account = currency = None
         for line in self.preamble:
@@ -204,7 +205,6 @@ def _decode_best(data: bytes) -> tuple[str, str, _Candidate | None]:
 
 def _profile_columns(profile: Any, header: list[str], match: ColumnMatch) -> ColumnMatch:
     """The profile's column roles over the detected ones; a column it names keeps only the role it gives."""
-    from pipeline.ingest.columns import normalise_header
 
     names = [normalise_header(h) for h in header]
     given: dict[str, list[int]] = {}
@@ -253,7 +253,6 @@ def _parse_with_profile(data: bytes, profile: Any) -> RawTable:
         rows, bad = _records(text, delimiter, start)
         width = max((len(r) for _, r in rows), default=0)
         header = [f"column_{i + 1}" for i in range(width)]
-        from pipeline.ingest.infer_columns import infer_roles
 
         match = infer_roles(rows, width)
     return RawTable(header=header, rows=rows, match=_profile_columns(profile, header, match), encoding=enc,
@@ -285,7 +284,6 @@ def parse_delimited(data: bytes, profile: Any = None) -> RawTable:
     preamble = [delimiter.join(rec) for _, rec in records[:first]]
     body = records[first:]
     header = [f"column_{i + 1}" for i in range(modal)]
-    from pipeline.ingest.infer_columns import infer_roles
 
     match = infer_roles(body, modal)
     if match.score < 10:

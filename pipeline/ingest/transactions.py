@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import stable_id
@@ -131,7 +132,6 @@ def _json_records(data: bytes, source_file: str, sha: str, suffix: str) -> tuple
 
 
 def _parquet_records(data: bytes) -> RawTable:
-    import pyarrow.parquet as pq
 
     try:
         table = pq.read_table(io.BytesIO(data))

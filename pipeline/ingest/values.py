@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
+from pipeline.grounding.accounts import valid_iban
+
 CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "₽": "RUB", "zł": "PLN", "kč": "CZK",
                     "fr.": "CHF", "chf": "CHF"}
 LEGACY_CURRENCIES = {"RUR": "RUB"}  # pre-1998 code still used by Russian bank exports
@@ -43,9 +45,9 @@ def iban_currency(account: object) -> str | None:
 @lru_cache(maxsize=4096)
 def _iban_currency(iban: str) -> str | None:
     """Cached per IBAN: a log repeats its account on every row."""
+    # lazy: CLDR tables load on first use
     from babel.numbers import get_territory_currencies
 
-    from pipeline.grounding.accounts import valid_iban
 
     if len(iban) < 15 or not valid_iban(iban):
         return None

@@ -74,18 +74,22 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | 
     """Read and parse one file (in whichever process calls it)."""
     data = Path(task.path).read_bytes()
     if task.kind == "pdf":
+        # lazy: a worker process loads only the reader its task needs
         from pipeline.ingest.pdf import read_pdf
 
         return ParsedPdf(read_pdf(data, task.source_file, max_pages=limits.max_pages,
                                   max_text_chars=limits.max_text_chars, allow_no_text=True))
     if task.kind == "einvoice":
+        # lazy: a worker process loads only the reader its task needs
         from pipeline.ingest.xml_document import read_xml_document
 
         return ParsedPdf(read_xml_document(data, task.source_file))
     if task.kind == "ocr":
+        # lazy: a worker process loads only the reader its task needs
         from pipeline.ingest.ocr import ocr_pdf_pages
 
         return ParsedOcr(ocr_pdf_pages(data, list(task.pages)))
+    # lazy: a worker process loads only the reader its task needs
     from pipeline.ingest.transactions import read_transactions, rows_to_table
 
     tf = read_transactions(data, task.source_file, task.sha, task.default_currency, task.profiles)

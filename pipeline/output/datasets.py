@@ -17,8 +17,19 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from pipeline.errors import ERROR_ARROW_SCHEMA, ErrorRecord
+from pipeline.grounding import field_confidence, is_grounded
 from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
 from pipeline.grounding.schema import NEVER_CONFIDENT
+from pipeline.infer.confidence import field_logprobs
+from pipeline.ingest.transactions import transaction_row_id
+from pipeline.plan.prompts import WINDOW_FACT_LABELS
+from pipeline.plan.windows import FACT_PRECISION, FACT_SCALE
+from schemas import (
+    TRANSACTION_ARROW_SCHEMA,
+    AccountWindowSummary,
+    DocumentExtraction,
+    arrow_schema_for,
+)
 
 DATASETS = ("documents", "account_windows", "transactions", "errors")
 KIND_DATASET = {"document": "documents", "window": "account_windows"}
@@ -39,7 +50,6 @@ def _fact_type(key: str) -> pa.DataType:
     if key.endswith("_count"):
         return pa.int64()
     if key in ("credits", "debits", "net"):
-        from pipeline.plan.windows import FACT_PRECISION, FACT_SCALE
 
         return pa.decimal128(FACT_PRECISION, FACT_SCALE)
     if key.startswith("period_"):
@@ -49,7 +59,6 @@ def _fact_type(key: str) -> pa.DataType:
 
 @cache
 def documents_schema() -> pa.Schema:
-    from schemas import DocumentExtraction, arrow_schema_for
 
     head = [
         pa.field("row_id", pa.string(), nullable=False),
@@ -88,8 +97,6 @@ def documents_schema() -> pa.Schema:
 
 @cache
 def account_windows_schema() -> pa.Schema:
-    from pipeline.plan.prompts import WINDOW_FACT_LABELS
-    from schemas import AccountWindowSummary, arrow_schema_for
 
     head = [pa.field("row_id", pa.string(), nullable=False)]
     head += [pa.field(k, _fact_type(k), nullable=k not in ("account", "period_start")) for k, _ in WINDOW_FACT_LABELS]
@@ -103,7 +110,6 @@ def account_windows_schema() -> pa.Schema:
 
 @cache
 def transactions_schema() -> pa.Schema:
-    from schemas import TRANSACTION_ARROW_SCHEMA
 
     head = [pa.field("row_id", pa.string(), nullable=False), pa.field("file_sha256", pa.string(), nullable=False)]
     return pa.schema(head + list(TRANSACTION_ARROW_SCHEMA) + [pa.field("schema_version", pa.string(), nullable=False)])
@@ -139,10 +145,8 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
     row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file}
     fields = result.model_dump(mode="json")
     if unit.kind == "document":
-        from pipeline.grounding import field_confidence, is_grounded
 
         row.update(unit.context)
-        from pipeline.infer.confidence import field_logprobs
 
         logprobs = field_logprobs(out.text, list(out.token_ids), getattr(out, "logprobs", None), tokenizer,
                                   tuple(fields)) if tokenizer is not None else None
@@ -177,7 +181,6 @@ def error_rows(errors: list[ErrorRecord], run: dict[str, str]) -> pa.Table:
 
 
 def transaction_rows(transactions: pa.Table, file_sha: dict[str, str], schema_version: str) -> pa.Table:
-    from pipeline.ingest.transactions import transaction_row_id
 
     files = transactions.column("source_file").to_pylist()
     rows = transactions.column("source_row").to_pylist()

@@ -14,6 +14,8 @@ template is a new prompt.
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from pipeline.plan.windows import FLAG_COUNTS
+
 PROMPT_VERSION = "doc-v1/win-v1"
 # v2: no schema text (decoding enforces the schema); win-v3: each count a flag rests on is named by that flag
 CHAT_PROMPT_VERSION = "chat-doc-v2/chat-win-v3"
@@ -83,7 +85,6 @@ CHAT_WINDOW_TASK = ("Summarise this account window as JSON. net >= 0: net_inflow
 def _flag_count_labels() -> dict[str, str]:
     """Chat windows name each flag's count by the flag itself ("large_cash: 1"), so the model copies a name it
     sees instead of mapping a description ("large cash movements") to a flag."""
-    from pipeline.plan.windows import FLAG_COUNTS
 
     return {count: flag.value for flag, count in FLAG_COUNTS.items()}
 

@@ -17,24 +17,31 @@ from typing import Any, Literal
 import polars as pl
 import pyarrow as pa
 
+import schemas
+from pipeline import grounding
 from pipeline.identity import stable_id
+from pipeline.ingest import einvoice, pdf_text
+from pipeline.ingest.einvoice import einvoice_fields
 from pipeline.ingest.transactions import transaction_row_id
+from pipeline.plan import prompts
+from pipeline.plan.prompts import encode_prompt
+from pipeline.plan.windows import window_facts
 
 Kind = Literal["document", "window"]
 DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "ocred_pages", "ocr_engine", "encrypted",
                            "title", "author", "creator", "producer", "creation_date")
 
 
-def prompt_version(template_sha: str | None = None) -> str:
-    from pipeline.plan.prompts import prompt_version as version
+# Versions are read from their modules at call time (`grounding.GROUNDING_VERSION`, not a copy bound at import):
+# a row id always carries the version the running code has.
 
-    return version(template_sha)
+
+def prompt_version(template_sha: str | None = None) -> str:
+    return prompts.prompt_version(template_sha)
 
 
 def schema_version() -> str:
-    from schemas import SCHEMA_VERSION
-
-    return SCHEMA_VERSION
+    return schemas.SCHEMA_VERSION
 
 
 @dataclass
@@ -56,7 +63,6 @@ class WorkUnit:
 
     def prompt_ids(self, tokenizer: Any, text: str | None = None) -> list[int]:
         """The full prompt's token ids; `text` overrides the document text (truncation)."""
-        from pipeline.plan.prompts import encode_prompt
 
         if self.kind == "document":
             return encode_prompt(tokenizer, "document", text=self.text if text is None else text)
@@ -72,18 +78,13 @@ def output_settings(*, dtype: str, max_tokens: int, max_model_len: int | None) -
 def document_row_id(doc_id: str, model_id: str, version: str | None = None, settings: str = "") -> str:
     """A model's row depends on the file, the text read from it, the prompt, the schema, the model, the run
     options that change answers (`output_settings`) and what grounding lets it answer."""
-    from pipeline.grounding import GROUNDING_VERSION
-    from pipeline.ingest.pdf_text import TEXT_VERSION
-
-    return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id, GROUNDING_VERSION,
-                     TEXT_VERSION, settings)
+    return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id,
+                     grounding.GROUNDING_VERSION, pdf_text.TEXT_VERSION, settings)
 
 
 def einvoice_row_id(doc_id: str) -> str:
     """A row read from an embedded e-invoice depends on the file and the XML reader, not on any model."""
-    from pipeline.ingest.einvoice import PARSER_VERSION
-
-    return stable_id("document", doc_id, PARSER_VERSION, schema_version())
+    return stable_id("document", doc_id, einvoice.PARSER_VERSION, schema_version())
 
 
 def document_units(documents: pa.Table, model_id: str, version: str | None = None,
@@ -92,7 +93,6 @@ def document_units(documents: pa.Table, model_id: str, version: str | None = Non
     prompt version (`prompt_version(template_sha)`), default the completion style's. With `extraction="auto"` a
     PDF carrying an e-invoice this reader understands is extracted from its XML (`pipeline.ingest.einvoice`); "model"
     sends every document to the model. `settings`: `output_settings` of the document requests."""
-    from pipeline.ingest.einvoice import einvoice_fields
 
     units = []
     for row in documents.to_pylist():
@@ -127,9 +127,6 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str
     `output_settings` of the window requests)."""
     if transactions.num_rows == 0:
         return []
-    from pipeline.grounding import GROUNDING_VERSION
-    from pipeline.plan.windows import window_facts
-
     members = {(r["account"], r["period_start"]): r for r in _membership(transactions, file_sha).iter_rows(named=True)}
     units = []
     for facts in window_facts(transactions):
@@ -139,7 +136,7 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str
             raise RuntimeError(f"window_facts returned a window with no transactions: {key}")
         fingerprint = stable_id("txset", m["tx_ids"])
         row_id = stable_id("window", key[0], key[1], fingerprint, version or prompt_version(), schema_version(),
-                           model_id, settings, GROUNDING_VERSION)
+                           model_id, settings, grounding.GROUNDING_VERSION)
         units.append(WorkUnit(row_id=row_id, kind="window", source_files=list(m["source_files"]), facts=dict(facts),
                               context={"tx_fingerprint": fingerprint}, n_rows=int(m["n_rows"])))
     return units

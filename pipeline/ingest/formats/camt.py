@@ -34,6 +34,7 @@ def _when(value: str | None) -> date | datetime | None:
 
 
 def read(data: bytes) -> Statement:
+    # lazy: one bank format's parser, loaded when such a file appears
     from pycamt.parser import Camt053Parser
 
     class _CamtParser(Camt053Parser):

@@ -28,6 +28,7 @@ def _text(cell: Any) -> str:
 
 def read(data: bytes) -> list[RawTable]:
     """One table per sheet that holds transactions (each mapped on its own: sheets may differ in layout)."""
+    # lazy: one bank format's parser, loaded when such a file appears
     from python_calamine import CalamineWorkbook
 
     try:

@@ -31,6 +31,7 @@ def _account(value: object) -> str | None:
 
 
 def read(data: bytes) -> Statement:
+    # lazy: one bank format's parser, loaded when such a file appears
     import mt940
     from mt940 import processors
 

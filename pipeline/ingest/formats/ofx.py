@@ -38,6 +38,7 @@ def _fitid_lines(text: str) -> dict[str, int]:
 
 
 def read(data: bytes) -> Statement:
+    # lazy: one bank format's parser, loaded when such a file appears
     import ofxparse
 
     class _WallClock(ofxparse.OfxParser):

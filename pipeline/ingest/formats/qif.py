@@ -8,6 +8,7 @@ import warnings
 
 from pipeline.ingest.formats.statement import Entry, Statement, clean, require_entries
 from pipeline.ingest.tabular import decode_candidates
+from pipeline.ingest.values import detect_decimal_comma, parse_amount
 
 SUFFIXES = frozenset({".qif"})
 
@@ -22,7 +23,6 @@ _AMOUNT_FIELDS = ("T", "U", "$")  # transaction amount, its duplicate, split amo
 def _canonical_amounts(text: str) -> str:
     """Amount lines rewritten as plain decimals. quiffen drops every comma, so a European '-1.234,56' would read
     as -1.23456; the decimal mark is decided for the whole file, as for a CSV column, and each value parsed."""
-    from pipeline.ingest.values import detect_decimal_comma, parse_amount
 
     lines = text.split("\n")
     samples = [ln[1:].strip() for ln in lines if ln[:1] in _AMOUNT_FIELDS]
@@ -47,6 +47,7 @@ def _day_first(text: str) -> bool:
 
 
 def _parse(text: str, day_first: bool):  # type: ignore[no-untyped-def]
+    # lazy: one bank format's parser, loaded when such a file appears
     import quiffen
 
     with warnings.catch_warnings():
