@@ -23,6 +23,9 @@ class Stage:
     VALIDATE = "validate"
 
 
+VALUE_OUT_OF_RANGE = "ValueOutOfRange"  # error_class of a window whose sums do not fit their declared decimal type
+
+
 class Unit:
     """What an error row (or output row) accounts for."""
 

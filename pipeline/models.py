@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from engine import LLM, load_tokenizer
+import engine
 from pipeline.plan.prompts import chat_template_sha
 
 
@@ -191,7 +191,7 @@ def model_identity(model: str | Path, quantization: str | None = None, kv_cache_
 @lru_cache(maxsize=8)
 def _template_sha(model: str, stamp: tuple[tuple[str, int, int], ...]) -> str | None:
 
-    return chat_template_sha(load_tokenizer(model))
+    return chat_template_sha(engine.load_tokenizer(model))
 
 
 def model_template_sha(model: str | Path) -> str | None:
@@ -204,7 +204,7 @@ def _load_llm_cached(model: str, frozen: tuple[tuple[str, Any], ...]) -> Any:
 
     base, adapter = model_parts(model)
     kwargs = {k: json.loads(v[len(_JSON):]) if isinstance(v, str) and v.startswith(_JSON) else v for k, v in frozen}
-    return LLM(str(base), adapter=str(adapter) if adapter else None, **kwargs)
+    return engine.LLM(str(base), adapter=str(adapter) if adapter else None, **kwargs)
 
 
 _JSON = "\0json:"  # marks a dict argument (speculative_config) frozen to a string for the cache key

@@ -26,17 +26,24 @@ import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.config import RunConfig
-from pipeline.errors import ErrorRecord, Stage, Unit, errors_from_table
+from pipeline.errors import (
+    VALUE_OUT_OF_RANGE,
+    ErrorRecord,
+    Stage,
+    Unit,
+    errors_from_table,
+)
 from pipeline.identity import stable_id
 from pipeline.infer.in_process import BucketResult, infer
+from pipeline.infer.progress import InferProgress
 from pipeline.ingest import IngestResult, ingest
 from pipeline.models import load_llm, model_identity, model_template_sha
 from pipeline.output.datasets import (
@@ -46,7 +53,7 @@ from pipeline.output.datasets import (
     error_rows,
     transaction_rows,
 )
-from pipeline.output.manifest import Reconciliation, RunManifest
+from pipeline.output.manifest import RunRecord, build_manifest
 from pipeline.output.sink import (
     COMMIT,
     Staging,
@@ -75,7 +82,6 @@ __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm"
 
 # ------------------------------------------------------------------ units
 
-VALUE_OUT_OF_RANGE = "ValueOutOfRange"  # a window whose sums do not fit their declared decimal type
 
 
 def plan_units(result: IngestResult, model_id: str, version: str | None = None, extraction: str = "auto",
@@ -143,33 +149,6 @@ class RunSummary:
         return self.manifest["reconciliation"]
 
 
-class _Progress:
-    """tqdm bar over requests (documents and windows per second) with generated tokens/s."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.bar = None
-        self.t0 = time.perf_counter()
-        self.tokens = 0
-        self.done = 0
-        if enabled and total:
-            # lazy: only a progress bar needs it
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc="extract", unit="req", dynamic_ncols=True)
-
-    def update(self, n: int, tokens: int) -> None:
-        self.done += n
-        self.tokens += tokens
-        if self.bar is not None:
-            el = max(time.perf_counter() - self.t0, 1e-9)
-            self.bar.set_postfix_str(f"{self.tokens / el:.0f} tok/s", refresh=False)
-            self.bar.update(n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def _run_key(cfg: RunConfig, model_id: str, version: str, result: IngestResult, todo: list[str],
              max_model_len: int | None, kv_capacity: int | None = None) -> str:
     """Names a run's staging: a resumed run must plan the same buckets, so everything that shapes them is here
@@ -213,97 +192,123 @@ def _keep(into: list[Any], obj: Any) -> Any:
     return obj
 
 
+@contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = time.perf_counter() - t
+
+
+@dataclass
+class _Todo:
+    """The planned units split by what still has to happen to them."""
+
+    units: list[WorkUnit]
+    plan_errors: list[ErrorRecord]
+    model: list[WorkUnit]  # not yet published, for the model
+    direct: list[WorkUnit]  # not yet published, read from embedded e-invoices (no model needed)
+    skipped: Counter[str]  # already published, by kind
+    tx_table: pa.Table
+    tx_new: pa.Table
+
+
+def _plan(cfg: RunConfig, result: IngestResult, model_id: str, version: str, output_dir: Path) -> _Todo:
+    units, plan_errors = plan_units(result, model_id, version, cfg.extraction, _output_settings(cfg))
+    tx_table = transaction_rows(result.transactions, result.file_sha(), schema_version())
+    done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions"))
+    todo = [u for u in units if u.row_id not in done]
+    tx_mask = pa.array([rid not in done for rid in tx_table.column("row_id").to_pylist()], pa.bool_())
+    return _Todo(units, plan_errors, model=[u for u in todo if u.extracted is None],
+                 direct=[u for u in todo if u.extracted is not None],
+                 skipped=Counter(u.kind for u in units if u.row_id in done), tx_table=tx_table,
+                 tx_new=tx_table.filter(tx_mask))
+
+
+def _infer_all(cfg: RunConfig, stages: Stages, staging: Staging, record: RunRecord, run_fields: dict[str, str],
+               runs: list[tuple[Callable[[], Any], list[Bucket]]]) -> list[int]:
+    """Each engine's pending buckets through `stages.infer` (an engine is asked for only if it has pending
+    buckets), every finished bucket staged as it comes. Returns the requests each engine ran."""
+    pending = [(llm, [b for b in buckets if not staging.is_done(b.bucket_id)]) for llm, buckets in runs]
+    record.resumed_buckets = sum(len(b) for _, b in runs) - sum(len(b) for _, b in pending)
+    bar = InferProgress(sum(len(b.items) for _, buckets in pending for b in buckets), cfg.progress)
+    try:
+        for engine, buckets in pending:
+            if not buckets:
+                continue
+            for res in stages.infer(engine(), buckets, run_fields=run_fields, progress=bar):
+                staging.write_part(res.bucket_id, {KIND_DATASET[res.kind]: _rows_table(res),
+                                                   "errors": error_rows(res.errors, run_fields)})
+                record.tokens.update(prompt=res.prompt_tokens, output=res.output_tokens, cached=res.cached_tokens)
+    finally:
+        bar.close()
+    return [sum(len(b.items) for b in buckets) for _, buckets in pending]
+
+
 def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
     started = dt.datetime.now(dt.timezone.utc)
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
     output_dir = cfg.output_dir.resolve()
     model_id = model_identity(cfg.model_dir, cfg.engine.quantization, cfg.engine.kv_cache_dtype)
     # Chat-style prompts name the template's hash; it comes from the engine's tokenizer when one is passed in.
     version = prompt_version(chat_template_sha(llm.tokenizer) if llm is not None else model_template_sha(cfg.model_dir))
     run_fields = {"model_id": model_id, "prompt_version": version, "schema_version": schema_version()}
+    timings: dict[str, float] = {}
     check_output_dir(output_dir)
     with output_lock(output_dir):
         recovered = roll_forward(output_dir)
-        result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
-                               exclude=(output_dir,), exclude_globs=tuple(cfg.exclude), limits=cfg.limits,
-                               progress=cfg.progress, bank_profiles=cfg.bank_profiles())
-        timings["ingest"] = time.perf_counter() - t
-        t = time.perf_counter()
-        units, plan_errors = plan_units(result, model_id, version, cfg.extraction, _output_settings(cfg))
-        tx_table = transaction_rows(result.transactions, result.file_sha(), schema_version())
-        done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions"))
-        todo = [u for u in units if u.row_id not in done]
-        direct = [u for u in todo if u.extracted is not None]  # read from embedded e-invoices: no model needed
-        todo = [u for u in todo if u.extracted is None]
-        skipped = Counter(u.kind for u in units if u.row_id in done)
-        tx_mask = pa.array([rid not in done for rid in tx_table.column("row_id").to_pylist()], pa.bool_())
-        tx_new = tx_table.filter(tx_mask)
-        timings["plan"] = time.perf_counter() - t
-
-        max_model_len = cfg.engine.max_model_len
-        if not todo:
+        with _timed(timings, "ingest"):
+            result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
+                                   exclude=(output_dir,), exclude_globs=tuple(cfg.exclude), limits=cfg.limits,
+                                   progress=cfg.progress, bank_profiles=cfg.bank_profiles())
+        with _timed(timings, "plan"):
+            todo = _plan(cfg, result, model_id, version, output_dir)
+        if not todo.model:
             llm = None
         elif llm is None:
-            t = time.perf_counter()
-            llm = stages.load_llm(cfg.model_dir, **cfg.engine_kwargs())
-            timings["load_model"] = time.perf_counter() - t
-        if llm is not None:
-            max_model_len = llm.max_model_len
+            with _timed(timings, "load_model"):
+                llm = stages.load_llm(cfg.model_dir, **cfg.engine_kwargs())
+        max_model_len = llm.max_model_len if llm is not None else cfg.engine.max_model_len
         # With --context-parallel, requests that do not fit this engine's KV cache go to a second engine.
         capacity = llm.kv_capacity_tokens if llm is not None and cfg.engine.context_parallel_size > 1 else None
-        run_key = _run_key(cfg, model_id, version, result, [u.row_id for u in todo + direct], max_model_len, capacity)
+        run_key = _run_key(cfg, model_id, version, result, [u.row_id for u in todo.model + todo.direct],
+                           max_model_len, capacity)
+        record = RunRecord(started, run_key, model_id, version, result, todo.units, todo.skipped, todo.tx_table,
+                           todo.tx_new, recovered, timings)
         drop_stale(output_dir, keep=run_key)
         staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
         if not staging.is_done("ingest"):
-            staging.write_part("ingest", {"transactions": tx_new,
-                                          "documents": _einvoice_table(direct, run_fields),
-                                          "errors": error_rows(errors_from_table(result.errors) + plan_errors, run_fields)})
+            staging.write_part("ingest", {"transactions": todo.tx_new,
+                                          "documents": _einvoice_table(todo.direct, run_fields),
+                                          "errors": error_rows(errors_from_table(result.errors) + todo.plan_errors,
+                                                               run_fields)})
+        with _timed(timings, "prepare"):
+            prepared = PreparedRequests()
+            if llm is not None:
+                prepared = stages.prepare(todo.model, llm.tokenizer, max_model_len,
+                                          {"document": cfg.max_tokens_document, "window": cfg.max_tokens_window},
+                                          cfg.bucket_size, cfg.bucket_tokens)
+            long_buckets: list[Bucket] = []
+            if capacity is not None:
+                prepared.buckets, long_buckets = route_long(prepared.buckets, capacity, cfg.bucket_size)
+            if not staging.is_done("prepare"):
+                staging.write_part("prepare", {"errors": error_rows(prepared.errors, run_fields)})
+        cp_llm: list[Any] = []  # the context-parallel engine, loaded only if a long bucket is still pending
 
-        t = time.perf_counter()
-        prepared = PreparedRequests()
-        if llm is not None:
-            prepared = stages.prepare(todo, llm.tokenizer, max_model_len,
-                                      {"document": cfg.max_tokens_document, "window": cfg.max_tokens_window},
-                                      cfg.bucket_size, cfg.bucket_tokens)
-        long_buckets: list[Bucket] = []
-        if capacity is not None:
-            prepared.buckets, long_buckets = route_long(prepared.buckets, capacity, cfg.bucket_size)
-        if not staging.is_done("prepare"):
-            staging.write_part("prepare", {"errors": error_rows(prepared.errors, run_fields)})
-        timings["prepare"] = time.perf_counter() - t
+        def context_parallel() -> Any:
+            with _timed(timings, "load_context_parallel_model"):
+                cp_llm.append(stages.load_llm(cfg.model_dir, **cfg.engine_kwargs(),
+                                              context_parallel_size=cfg.engine.context_parallel_size))
+            return cp_llm[0]
 
-        t = time.perf_counter()
-        pending = [b for b in prepared.buckets if not staging.is_done(b.bucket_id)]
-        pending_long = [b for b in long_buckets if not staging.is_done(b.bucket_id)]
-        resumed = len(prepared.buckets) + len(long_buckets) - len(pending) - len(pending_long)
-        tokens = Counter()
-        bar = _Progress(sum(len(b.items) for b in pending + pending_long), cfg.progress)
-        cp_llm = None
-        try:
-            runs = [(llm, pending)]
-            if pending_long:
-                t_load = time.perf_counter()
-                cp_llm = stages.load_llm(cfg.model_dir, **cfg.engine_kwargs(),
-                                         context_parallel_size=cfg.engine.context_parallel_size)
-                timings["load_context_parallel_model"] = time.perf_counter() - t_load
-                runs.append((cp_llm, pending_long))
-            for engine, buckets in runs:
-                for res in stages.infer(engine, buckets, run_fields=run_fields, progress=bar):
-                    staging.write_part(res.bucket_id, {KIND_DATASET[res.kind]: _rows_table(res),
-                                                       "errors": error_rows(res.errors, run_fields)})
-                    tokens.update(prompt=res.prompt_tokens, output=res.output_tokens, cached=res.cached_tokens)
-        finally:
-            bar.close()
-        timings["infer"] = time.perf_counter() - t
-
-        t = time.perf_counter()
-        manifest = _manifest(cfg, started, run_key, model_id, version, result, units, skipped, tx_table, tx_new, staging,
-                             llm, tokens, timings, recovered, resumed)
-        if cp_llm is not None:
-            manifest["engine_config"]["context_parallel"] = cp_llm.config_summary()
+        with _timed(timings, "infer"):
+            _, long_requests = _infer_all(cfg, stages, staging, record, run_fields,
+                                          [(lambda: llm, prepared.buckets), (context_parallel, long_buckets)])
+        manifest = build_manifest(cfg, record, staging, llm)
+        if cp_llm:
+            manifest["engine_config"]["context_parallel"] = cp_llm[0].config_summary()
             manifest["engine_stats"]["context_parallel"] = {
-                **cp_llm.stats(), "requests": sum(len(b.items) for b in pending_long)}
+                **cp_llm[0].stats(), "requests": long_requests}
         published = stages.write(staging, manifest)
     return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
 
@@ -316,70 +321,3 @@ def _einvoice_table(units: list[WorkUnit], run_fields: dict[str, str]) -> pa.Tab
 def _rows_table(res: BucketResult) -> pa.Table:
 
     return pa.Table.from_pylist(res.rows, schema=dataset_schema(KIND_DATASET[res.kind]))
-
-
-def _manifest(cfg: RunConfig, started: dt.datetime, run_key: str, model_id: str, version: str, result: IngestResult,
-              units: list[WorkUnit], skipped: Counter, tx_table: pa.Table, tx_new: pa.Table, staging: Staging,
-              llm: Any, tokens: Counter, timings: dict[str, float], recovered: list[str], resumed: int) -> dict[str, Any]:
-
-    staged = staging.staged()
-    out_counts = {ds: sum(pq.ParquetFile(p).metadata.num_rows for p in parts) for ds, parts in staged.items()}
-    err_tables = [pq.read_table(p, columns=["source_file", "stage", "error_class", "unit", "n_rows"])
-                  for p in staged["errors"]]
-    errs = pa.concat_tables(err_tables).to_pylist() if err_tables else []
-    files = result.files.to_pylist()
-    kinds = Counter(f["kind"] for f in files)
-    by_unit = Counter(e["unit"] for e in errs)
-    doc_file_errors = sum(1 for e in errs if e["unit"] == Unit.DOCUMENT and e["stage"] == Stage.INGEST)
-    doc_errors = sum(1 for e in errs if e["unit"] == Unit.DOCUMENT and e["stage"] != Stage.INGEST)
-    win_errors = by_unit[Unit.WINDOW]
-    n_windows = sum(1 for u in units if u.kind == "window") + sum(
-        1 for e in errs if e["unit"] == Unit.WINDOW and e["error_class"] == VALUE_OUT_OF_RANGE)
-    row_errors = by_unit[Unit.ROW]
-    rows_read = sum(f["n_records"] for f in files)  # what the readers saw, counted before any mapping or staging
-    pdf_files = sum(1 for f in files if f["kind"] in ("pdf", "einvoice") and f["status"] != "duplicate")
-    ok_sources = set(tx_table.column("source_file").to_pylist()) | set(result.documents.column("source_file").to_pylist())
-    err_sources = {e["source_file"] for e in errs}
-    accounted = sum(1 for f in files if f["source_file"] in ok_sources or f["source_file"] in err_sources)
-    docs_ingested = result.documents.num_rows
-    rec = Reconciliation(
-        files=len(files), files_accounted=accounted, pdf_files=pdf_files, documents_ingested=docs_ingested,
-        document_file_errors=doc_file_errors, documents_output=out_counts["documents"], documents_errors=doc_errors,
-        documents_skipped=skipped["document"], transaction_rows_read=rows_read,
-        transaction_rows_output=tx_new.num_rows, transaction_rows_skipped=tx_table.num_rows - tx_new.num_rows,
-        transaction_row_errors=row_errors, windows=n_windows, windows_output=out_counts["account_windows"],
-        windows_errors=win_errors, windows_skipped=skipped["window"],
-        balanced=(accounted == len(files)
-                  and pdf_files == docs_ingested + doc_file_errors
-                  and docs_ingested == out_counts["documents"] + doc_errors + skipped["document"]
-                  and n_windows == out_counts["account_windows"] + win_errors + skipped["window"]
-                  and rows_read == tx_table.num_rows + row_errors),
-    )
-    finished = dt.datetime.now(dt.timezone.utc)
-    total = (finished - started).total_seconds()
-    infer_s = max(timings.get("infer", 0.0), 1e-9)
-    n_req = out_counts["documents"] + out_counts["account_windows"] + doc_errors + win_errors
-    m = RunManifest(
-        run_key=run_key, run_date=cfg.run_date.isoformat(), started_at=started.isoformat(),
-        finished_at=finished.isoformat(), input_dir=str(cfg.input_dir.resolve()), output_dir=str(cfg.output_dir.resolve()),
-        model_dir=str(cfg.model_dir), model_id=model_id, prompt_version=version,
-        schema_version=schema_version(),
-        force=cfg.force, limit=cfg.limit, config=cfg.model_dump(mode="json"),
-        engine_config=llm.config_summary() if llm is not None else {},
-        engine_stats=llm.stats() if llm is not None else {},
-        inputs={"files": len(files), "by_kind": dict(kinds), "bytes": sum(f["size_bytes"] for f in files),
-                "documents": docs_ingested, "transaction_rows": rows_read, "windows": n_windows,
-                "buckets_resumed": resumed, "excluded": result.excluded},
-        outputs=out_counts,
-        errors_by_stage=dict(Counter(e["stage"] for e in errs)),
-        errors_by_class=dict(Counter(e["error_class"] for e in errs)),
-        reconciliation=rec,
-        tokens={"prompt": tokens["prompt"], "output": tokens["output"], "cached": tokens["cached"]},
-        timings_s={k: round(v, 4) for k, v in {**timings, "total": total}.items()},
-        throughput={"requests_per_s": round(n_req / infer_s, 3) if n_req else 0.0,
-                    "output_tokens_per_s": round(tokens["output"] / infer_s, 1) if tokens["output"] else 0.0,
-                    "total_tokens_per_s": round((tokens["prompt"] + tokens["output"]) / infer_s, 1)
-                    if tokens["output"] else 0.0},
-        recovered_runs=recovered,
-    )
-    return m.model_dump(mode="json")

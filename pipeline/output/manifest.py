@@ -7,13 +7,22 @@ identities a data team checks (every input file and row is an output, an error, 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.output.sink import MANIFESTS
+from pipeline.config import RunConfig
+from pipeline.errors import VALUE_OUT_OF_RANGE, Stage, Unit
+from pipeline.ingest import IngestResult
+from pipeline.output.sink import MANIFESTS, Staging
+from pipeline.plan.work import WorkUnit, schema_version
 
 
 class Reconciliation(BaseModel):
@@ -84,3 +93,98 @@ def latest_manifest(output_dir: Path) -> dict[str, Any] | None:
         if best is None or key > best[0]:
             best = (key, m)
     return best[1] if best else None
+
+
+@dataclass
+class RunRecord:
+    """What a run did, gathered as it goes; the manifest is built from it once every part is staged."""
+
+    started: dt.datetime
+    run_key: str
+    model_id: str
+    prompt_version: str
+    ingested: IngestResult
+    units: list[WorkUnit]
+    skipped: Counter[str]  # units already published, by kind
+    tx_table: pa.Table  # every transaction row this run read
+    tx_new: pa.Table  # those not published before
+    recovered: list[str]  # runs whose publish this run rolled forward
+    timings: dict[str, float] = field(default_factory=dict)
+    tokens: Counter[str] = field(default_factory=Counter)
+    resumed_buckets: int = 0
+
+
+def _staged_errors(staging: Staging) -> list[dict[str, Any]]:
+    tables = [pq.read_table(p, columns=["source_file", "stage", "error_class", "unit", "n_rows"])
+              for p in staging.staged()["errors"]]
+    return pa.concat_tables(tables).to_pylist() if tables else []
+
+
+def reconcile(record: RunRecord, errs: list[dict[str, Any]], out_counts: dict[str, int]) -> Reconciliation:
+    """The accounting identities: every file, PDF document, window and transaction row is an output, an error
+    row or already published."""
+    files = record.ingested.files.to_pylist()
+    by_unit = Counter(e["unit"] for e in errs)
+    doc_file_errors = sum(1 for e in errs if e["unit"] == Unit.DOCUMENT and e["stage"] == Stage.INGEST)
+    doc_errors = sum(1 for e in errs if e["unit"] == Unit.DOCUMENT and e["stage"] != Stage.INGEST)
+    n_windows = sum(1 for u in record.units if u.kind == "window") + sum(
+        1 for e in errs if e["unit"] == Unit.WINDOW and e["error_class"] == VALUE_OUT_OF_RANGE)
+    rows_read = sum(f["n_records"] for f in files)  # what the readers saw, counted before any mapping or staging
+    pdf_files = sum(1 for f in files if f["kind"] in ("pdf", "einvoice") and f["status"] != "duplicate")
+    ok_sources = (set(record.tx_table.column("source_file").to_pylist())
+                  | set(record.ingested.documents.column("source_file").to_pylist()))
+    err_sources = {e["source_file"] for e in errs}
+    accounted = sum(1 for f in files if f["source_file"] in ok_sources or f["source_file"] in err_sources)
+    docs_ingested = record.ingested.documents.num_rows
+    skipped, tx_all, tx_new = record.skipped, record.tx_table.num_rows, record.tx_new.num_rows
+    return Reconciliation(
+        files=len(files), files_accounted=accounted, pdf_files=pdf_files, documents_ingested=docs_ingested,
+        document_file_errors=doc_file_errors, documents_output=out_counts["documents"], documents_errors=doc_errors,
+        documents_skipped=skipped["document"], transaction_rows_read=rows_read, transaction_rows_output=tx_new,
+        transaction_rows_skipped=tx_all - tx_new, transaction_row_errors=by_unit[Unit.ROW], windows=n_windows,
+        windows_output=out_counts["account_windows"], windows_errors=by_unit[Unit.WINDOW],
+        windows_skipped=skipped["window"],
+        balanced=(accounted == len(files)
+                  and pdf_files == docs_ingested + doc_file_errors
+                  and docs_ingested == out_counts["documents"] + doc_errors + skipped["document"]
+                  and n_windows == out_counts["account_windows"] + by_unit[Unit.WINDOW] + skipped["window"]
+                  and rows_read == tx_all + by_unit[Unit.ROW]),
+    )
+
+
+def build_manifest(cfg: RunConfig, record: RunRecord, staging: Staging, llm: Any) -> dict[str, Any]:
+    """The run's manifest (JSON-ready), from its record, its staged parts and the engine that ran it."""
+    out_counts = {ds: sum(pq.ParquetFile(p).metadata.num_rows for p in parts) for ds, parts in staging.staged().items()}
+    errs = _staged_errors(staging)
+    rec = reconcile(record, errs, out_counts)
+    files = record.ingested.files.to_pylist()
+    finished = dt.datetime.now(dt.timezone.utc)
+    total = (finished - record.started).total_seconds()
+    infer_s = max(record.timings.get("infer", 0.0), 1e-9)
+    tokens = record.tokens
+    n_req = out_counts["documents"] + out_counts["account_windows"] + rec.documents_errors + rec.windows_errors
+    m = RunManifest(
+        run_key=record.run_key, run_date=cfg.run_date.isoformat(), started_at=record.started.isoformat(),
+        finished_at=finished.isoformat(), input_dir=str(cfg.input_dir.resolve()), output_dir=str(cfg.output_dir.resolve()),
+        model_dir=str(cfg.model_dir), model_id=record.model_id, prompt_version=record.prompt_version,
+        schema_version=schema_version(),
+        force=cfg.force, limit=cfg.limit, config=cfg.model_dump(mode="json"),
+        engine_config=llm.config_summary() if llm is not None else {},
+        engine_stats=llm.stats() if llm is not None else {},
+        inputs={"files": len(files), "by_kind": dict(Counter(f["kind"] for f in files)),
+                "bytes": sum(f["size_bytes"] for f in files), "documents": rec.documents_ingested,
+                "transaction_rows": rec.transaction_rows_read, "windows": rec.windows,
+                "buckets_resumed": record.resumed_buckets, "excluded": record.ingested.excluded},
+        outputs=out_counts,
+        errors_by_stage=dict(Counter(e["stage"] for e in errs)),
+        errors_by_class=dict(Counter(e["error_class"] for e in errs)),
+        reconciliation=rec,
+        tokens={"prompt": tokens["prompt"], "output": tokens["output"], "cached": tokens["cached"]},
+        timings_s={k: round(v, 4) for k, v in {**record.timings, "total": total}.items()},
+        throughput={"requests_per_s": round(n_req / infer_s, 3) if n_req else 0.0,
+                    "output_tokens_per_s": round(tokens["output"] / infer_s, 1) if tokens["output"] else 0.0,
+                    "total_tokens_per_s": round((tokens["prompt"] + tokens["output"]) / infer_s, 1)
+                    if tokens["output"] else 0.0},
+        recovered_runs=record.recovered,
+    )
+    return m.model_dump(mode="json")
