@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -141,11 +141,32 @@ def _head(path: Path, n: int = 64 * 1024) -> bytes:
         return f.read(n)
 
 
-def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, default_currency: str | None,
-                profiles: tuple[BankProfile, ...], seen: dict[str, str], files: list[dict], docs: list[PdfDocument],
-                tx_tables: list[pa.Table],
-                errors: list[ErrorRecord]) -> None:
+@dataclass(frozen=True)
+class _Reader:
+    """How each file is read: the limits, the worker process that parses it, and the bank-log settings."""
+
+    limits: IngestLimits
+    worker: FileWorker
+    default_currency: str | None
+    profiles: tuple[BankProfile, ...]
+
+
+@dataclass
+class _Collected:
+    """What the files read so far have given: their file entries, documents, transaction tables and error rows,
+    and the content hashes seen (a second copy of a file is a duplicate)."""
+
+    files: list[dict] = field(default_factory=list)
+    docs: list[PdfDocument] = field(default_factory=list)
+    tx_tables: list[pa.Table] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
+    seen: dict[str, str] = field(default_factory=dict)
+
+
+def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     """One file into its outputs or its error row; nothing that goes wrong here stops the run."""
+    limits, worker, seen, files, docs, tx_tables, errors = (reader.limits, reader.worker, out.seen, out.files,
+                                                            out.docs, out.tx_tables, out.errors)
     size, read_error = _size(path), None
     try:  # streamed: identity and kind without holding the file's bytes
         sha, head = file_sha256(path), _head(path)
@@ -183,11 +204,11 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
         file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_file_bytes:,} (max_file_bytes; "
                    "raise it with --max-file-mb, or split the file)")
         return
-    out = worker.parse(FileTask(kind, str(path), rel, sha, default_currency, profiles), size)
-    if isinstance(out, FileFailure):
-        file_error(out.error_class, out.message)
-    elif isinstance(out, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
-        result = out.result
+    parsed = worker.parse(FileTask(kind, str(path), rel, sha, reader.default_currency, reader.profiles), size)
+    if isinstance(parsed, FileFailure):
+        file_error(parsed.error_class, parsed.message)
+    elif isinstance(parsed, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
+        result = parsed.result
         if isinstance(result, PdfDocument) and result.ocr_pages:
             result = _with_ocr(result, path, rel, sha, size, limits, worker)
         if isinstance(result, ErrorRecord):
@@ -198,11 +219,12 @@ def _ingest_one(path: Path, rel: str, limits: IngestLimits, worker: FileWorker, 
             if result.ocred_pages:
                 entry["details"] = json.dumps({"ocred_pages": result.ocred_pages, "ocr_engine": result.ocr_engine})
     else:
-        tx_tables.append(out.rows)
-        errors.extend(out.errors)
-        entry["n_rows"], entry["n_errors"], entry["n_records"] = out.rows.num_rows, len(out.errors), out.n_records
-        entry["status"] = "ok" if not out.errors else ("partial" if out.rows.num_rows else "error")
-        entry["details"] = json.dumps(out.details, ensure_ascii=False, default=str) if out.details else None
+        tx_tables.append(parsed.rows)
+        errors.extend(parsed.errors)
+        entry["n_rows"], entry["n_errors"] = parsed.rows.num_rows, len(parsed.errors)
+        entry["n_records"] = parsed.n_records
+        entry["status"] = "ok" if not parsed.errors else ("partial" if parsed.rows.num_rows else "error")
+        entry["details"] = json.dumps(parsed.details, ensure_ascii=False, default=str) if parsed.details else None
 
 
 def _with_ocr(doc: PdfDocument, path: Path, rel: str, sha: str, size: int, limits: IngestLimits,
@@ -247,10 +269,7 @@ def ingest(
         paths = paths[:limit]
     limits = limits or IngestLimits()
     profiles = load_profiles(SHIPPED_DIR) if bank_profiles is None else bank_profiles
-    docs: list[PdfDocument] = []
-    errors: list[ErrorRecord] = []
-    files: list[dict] = []
-    seen: dict[str, str] = {}
+    out = _Collected()
     iterator = paths
     if progress:
         # lazy: only a progress bar needs it
@@ -261,29 +280,26 @@ def ingest(
     for path in skipped:
         rel = printable_name(path.relative_to(base).as_posix())
         sha = sha256_bytes(b"skipped:" + rel.encode())  # identity from the path: a skipped file is never read
-        files.append({"source_file": rel, "kind": "skipped", "sha256": sha, "size_bytes": _size(path),
-                      "status": "skipped", "n_rows": 0, "n_errors": 1, "n_records": 0,
-                      "details": None})
-        errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
-                                  stage=Stage.DISCOVER, error_class="Skipped",
-                                  message="skipped: hidden or '_'-prefixed path (not ingested; rename it to include it, "
-                                          "or pass --exclude to leave it out without an error row)",
-                                  n_rows=0))
-    tx_tables: list[pa.Table] = []
+        out.files.append({"source_file": rel, "kind": "skipped", "sha256": sha, "size_bytes": _size(path),
+                          "status": "skipped", "n_rows": 0, "n_errors": 1, "n_records": 0, "details": None})
+        out.errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
+                                      stage=Stage.DISCOVER, error_class="Skipped",
+                                      message="skipped: hidden or '_'-prefixed path (not ingested; rename it to "
+                                              "include it, or pass --exclude to leave it out without an error row)",
+                                      n_rows=0))
     own = worker is None
-    worker = worker or FileWorker(limits)
+    reader = _Reader(limits, worker or FileWorker(limits), default_currency, profiles)
     try:
         for path in iterator:
-            _ingest_one(path, printable_name(path.relative_to(base).as_posix()), limits, worker, default_currency,
-                        profiles, seen, files, docs, tx_tables, errors)
+            _ingest_one(path, printable_name(path.relative_to(base).as_posix()), reader, out)
     finally:
         if own:
-            worker.close()
+            reader.worker.close()
     return IngestResult(
         input_dir=str(root),
-        documents=documents_to_table(docs),
-        transactions=pa.concat_tables([rows_to_table([]), *tx_tables]),
-        errors=errors_to_table(errors),
-        files=pa.Table.from_pylist(files, schema=FILE_ARROW_SCHEMA),
+        documents=documents_to_table(out.docs),
+        transactions=pa.concat_tables([rows_to_table([]), *out.tx_tables]),
+        errors=errors_to_table(out.errors),
+        files=pa.Table.from_pylist(out.files, schema=FILE_ARROW_SCHEMA),
         excluded=n_excluded,
     )
