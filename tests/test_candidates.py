@@ -286,6 +286,7 @@ def test_document_types_from_titles_and_cues_and_other_when_nothing_fits() -> No
         "CASH RM 50.00\nCHANGE RM. 12.90",  # the amount after a currency sign with a stray dot (OCR)
         "CASH 100,00\nItem Count 7 Change Amt 0.10",  # the change amount after its own label word
         "Cash Received\nChange\n50.00\n12.90",  # a column of labels, the values below
+        "Total Qty Tender :\nChange :\n2\n0.00",  # the change label with its colon over its column
         "REGLE PAR ESPECE 56.00 DH",  # French: settled in cash
         "Bar 20,00 EUR\nR\u00fcckgeld 2,50 EUR",  # German: cash tendered, change given
         "Paid by VISA 4.50\nThank you, please come again",
@@ -298,6 +299,16 @@ def test_a_sale_settled_at_the_counter_is_a_receipt_even_when_headed_tax_invoice
     # the document did (cash tendered, change given, card charged) says it is the receipt of a paid sale.
     text = f"KEDAI MAJU SDN BHD\n{head}\n1 TEA 4.00\nTOTAL 4.00\n{settled}"
     assert fields(text)["doc_type"].values == ("receipt",)
+
+
+def test_counter_cues_decide_only_between_receipt_and_invoice() -> None:
+    # a filing's "tender offer" and a statement's cash withdrawal are no sale settled at a counter
+    filing = ("ACME CORP\nFORM 10-K\nANNUAL REPORT\nSECURITIES AND EXCHANGE COMMISSION\nItem 1A. Risk Factors\n"
+              "The tender offer closed in May.")
+    assert fields(filing)["doc_type"].values == ("filing",)
+    statement = ("Example Bank\nAccount statement\nIBAN DE89 3704 0044 0532 0130 00\nOpening balance 1,000.00\n"
+                 "03.05. CASH 200.00\nClosing balance 800.00")
+    assert fields(statement)["doc_type"].values == ("bank_statement",)
 
 
 def test_an_invoice_that_asks_for_payment_stays_an_invoice_and_letter_spaced_titles_are_read() -> None:

@@ -26,11 +26,11 @@ _MONEY = r"\W{0,4}(?:rm|\$|\u20ac|\u00a3|eur|dh|[^\W\d_])?\W{0,3}\d+"  # a lone 
 _CHANGE = rf"(?:{CHANGE_WORDS})(?:\s+(?:due|amt|amount|given))?"
 _SETTLED = [
     rf"{_CHANGE}{_MONEY}",
-    rf"^[^\S\n]*{_CHANGE}[^\S\n]*$",  # the label alone on its line, its value in the column below
+    rf"^[^\S\n]*{_CHANGE}[^\S\n]*:?[^\S\n]*$",  # the label alone on its line, its value in the column below
     rf"(?:{CASH_WORDS})(?:\s+(?:received|tendered|paid))?{_MONEY}",
     r"cash\s+(?:received|tendered)",
     rf"(?:visa|master\s*card|amex|maestro|eftpos|(?:debit|credit)\s+card){_MONEY}",  # a card charged at the till
-    r"tender\w*",
+    r"tendered|(?:amount|amt|cash)\s+tendered|tender(?:ed)?\s+(?:amount|amt|cash)",
     r"r[e\u00e9]gl[e\u00e9]e?\s+(?:par|en)\s+(?:esp[e\u00e8]ces?|carte|ch[e\u00e8]que|cb)",
 ]
 
@@ -136,10 +136,12 @@ def doc_type_scores(text: str) -> tuple[dict[str, int], set[str]]:
 
 def doc_type_choice(text: str) -> Choice:
     scores, decisive = doc_type_scores(text)
-    if "receipt" in decisive:  # paid at the counter, whatever the heading
-        return Choice(("receipt",), "strong", decided=True)
     best = max(scores.values(), default=0)
+    top = {t for t, s in scores.items() if s == best}
+    # paid at the counter: a receipt, whatever its invoice heading (never a statement or a filing that mentions cash)
+    if "receipt" in decisive and (best < TITLE_WEIGHT or top <= {"receipt", "invoice"}):
+        return Choice(("receipt",), "strong", decided=True)
     if best < TITLE_WEIGHT:  # no type names itself, nor do enough cues add up to one that does
         return Choice((OTHER,), "none")  # a fallback, never sure: an unreadable page has no evidence either
-    top = [t for t, s in scores.items() if s == best]
-    return Choice(tuple(top), "strong" if len(top) == 1 else "weak", decided=len(top) == 1)
+    ranked = [t for t in scores if t in top]
+    return Choice(tuple(ranked), "strong" if len(ranked) == 1 else "weak", decided=len(ranked) == 1)
