@@ -21,6 +21,7 @@ from bench.config import (
     expand_systems,
 )
 from bench.shapes import SHAPES
+from engine.args import add_engine_args, engine_overrides
 
 _WORKLOAD_FLAGS = {  # CLI dest -> WorkloadSpec field
     "num_requests": "num_requests", "seed": "seed", "prefix_len": "prefix_len", "body_median": "body_median",
@@ -73,10 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--output-min", type=int)
     g.add_argument("--output-max", type=int)
     e = p.add_argument_group("engine")
-    e.add_argument("--max-num-seqs", type=int, default=EngineOptions().max_num_seqs)
-    e.add_argument("--max-num-batched-tokens", type=int, default=EngineOptions().max_num_batched_tokens)
-    e.add_argument("--kv-cache-memory", type=int, default=None, help="bytes for the KV pool")
-    e.add_argument("--block-size", type=int, default=EngineOptions().block_size)
+    add_engine_args(e, ("max_num_seqs", "max_num_batched_tokens", "kv_cache_memory", "block_size"))
     e.add_argument("--speculative-on", default=EngineOptions().speculative_base, metavar="RUNG",
                    help="the rung the speculative rung builds on (default engine_kv_int8)")
     h = p.add_argument_group("HF baselines")
@@ -98,9 +96,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     workload = WorkloadSpec(**{**base.model_dump(), **overrides})
     model = args.model or (QUICK_MODEL if args.quick else "smollm2-135m")
     hf = HFOptions(batch_size=args.hf_batch_size, attn_implementation=args.hf_attn, cb_page_size=args.hf_cb_page_size)
-    engine = EngineOptions(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-                           kv_cache_memory=args.kv_cache_memory, block_size=args.block_size,
-                           speculative_base=args.speculative_on)
+    engine = EngineOptions(**engine_overrides(args, ("max_num_seqs", "max_num_batched_tokens", "kv_cache_memory",
+                                                     "block_size")), speculative_base=args.speculative_on)
     llamacpp = LlamaCppOptions(bin_dir=args.llamacpp_bin, ggufs=tuple(args.llamacpp_gguf or ()),
                                parallel=tuple(int(x) for x in args.llamacpp_parallel.split(",") if x.strip()))
     standard = (not args.quick and not overrides and model == "smollm2-135m" and args.dtype == "bfloat16"

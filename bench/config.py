@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engine.config import EngineSettings
+
 Dtype = Literal["bfloat16", "float32", "float16"]
 
 
@@ -38,15 +40,19 @@ class WorkloadSpec(BaseModel):
         return self.prefix_len + self.body_max + self.output_max
 
 
+_ENGINE = EngineSettings.model_fields
+
+
 class EngineOptions(BaseModel):
-    """Engine constructor settings shared by every ladder step (the step adds its own switch)."""
+    """Engine settings shared by every ladder step (the step adds its own switch); defaults and bounds are the
+    engine's own (engine.config)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_num_seqs: int = Field(128, ge=1)
-    max_num_batched_tokens: int = Field(2048, ge=1)
-    kv_cache_memory: int | None = Field(None, ge=1, description="bytes; None lets the engine choose")
-    block_size: int = Field(16, ge=1)
+    max_num_seqs: int = _ENGINE["max_num_seqs"]
+    max_num_batched_tokens: int = _ENGINE["max_num_batched_tokens"]
+    kv_cache_memory: int | None = _ENGINE["kv_cache_memory"]
+    block_size: int = _ENGINE["block_size"]
     speculative_base: Literal["engine_paged", "engine_prefix_cache", "engine_int8", "engine_compiled",
                               "engine_kv_int8"] = Field(
         "engine_kv_int8", description="the rung whose switches the speculative rung adds prompt lookup to")

@@ -1,8 +1,10 @@
-"""Paged KV blocks: a free pool, reference counts and a prefix cache of full blocks.
+"""The KV-cache manager: paged blocks (a free pool, reference counts) and everything about prefix identity: block
+hashing, the prefix cache of full blocks, the in-flight marks of prefixes being prefilled and the requests parked
+until such a prefix is published. The scheduler asks it; nobody else reads a sequence's `PrefixState`.
 
 A full block's identity is its chain hash: a 128-bit BLAKE2b digest of its parent's chain hash and its own token
 ids, so one hash names the whole prefix up to the block's end. The same hashes key the prefix cache, the
-in-flight deduplication of prefixes being prefilled, and `Sequence.block_hashes`. A hit also compares the
+in-flight deduplication of prefixes being prefilled, the parked requests and `Sequence.prefix.hashes`. A hit also compares the
 block's stored token ids, so only a BLAKE2b collision of the parent chain could alias two prefixes. Unreferenced
 cached blocks stay in an LRU and are evicted only when a fresh block is needed.
 """
@@ -60,6 +62,9 @@ class BlockManager:
         self.cached: dict[int, int] = {}  # chain hash -> block id
         self.stats = BlockStats(total=num_blocks)
         self._inflight: dict[int, int] = {}  # chain hash of a block being prefilled -> count
+        # Requests waiting for a prefix another request is prefilling, parked under that block's chain hash and
+        # handed back (release/publish) when it is published: admission stays O(admitted), not O(waiting).
+        self.parked: dict[int, list[Sequence]] = {}
 
     # ---- the free lists (one here; a sharded pool keeps one per rank) --------------------------------------
     def _free_list(self, bid: int) -> OrderedDict[int, None]:
@@ -89,9 +94,9 @@ class BlockManager:
 
     # ---- prefix identity -------------------------------------------------------------------------------------
     def block_hashes(self, seq: Sequence, num_blocks: int) -> list[int]:
-        """The chain hashes of seq's first `num_blocks` full blocks, extending `seq.block_hashes` as needed."""
-        bs, hashes = self.block_size, seq.block_hashes
-        seq.hash_block_size = bs
+        """The chain hashes of seq's first `num_blocks` full blocks, extending `seq.prefix.hashes` as needed."""
+        bs, hashes = self.block_size, seq.prefix.hashes
+        seq.prefix.block_size = bs
         while len(hashes) < num_blocks:
             i = len(hashes)
             hashes.append(chain_hash(hashes[-1] if hashes else _ROOT, seq.token_ids[i * bs : (i + 1) * bs]))
@@ -122,7 +127,7 @@ class BlockManager:
                 break
             self._take(bid)
             seq.block_table.append(bid)
-        seq.num_published_blocks = len(seq.block_table)
+        seq.prefix.published = len(seq.block_table)
         self._touch_peak()
         return len(seq.block_table) * bs
 
@@ -132,35 +137,59 @@ class BlockManager:
             self._free_list(bid).pop(bid)
         block.ref_count += 1
 
-    def record_admission(self, num_tokens: int, num_cached: int) -> None:
-        """Count a lookup once, when the sequence is actually admitted (deferred attempts do not count)."""
-        self.stats.prefix_queries += num_tokens
+    # ---- admission: what the scheduler asks ------------------------------------------------------------------
+    def lookup(self, seq: Sequence) -> int | None:
+        """Attach the cached prefix of a waiting sequence; returns its cached tokens, or None when another request
+        is prefilling the next block of its prompt right now: the sequence is then parked (holding no blocks)
+        until that block is published, when `release` or `publish` hands it back."""
+        cached = self.match_prefix(seq)
+        if self.enable_prefix_caching:
+            pending = self.first_uncached_hash(seq, cached)
+            if pending is not None and self._inflight.get(pending, 0) > 0:
+                self.free_sequence(seq)
+                self.parked.setdefault(pending, []).append(seq)
+                return None
+        return cached
+
+    def start_prefill(self, seq: Sequence, num_cached: int) -> None:
+        """The sequence was admitted with `num_cached` tokens from the cache: count the lookup (once, deferred
+        attempts do not count) and mark the prompt blocks it will compute as in flight."""
+        self.stats.prefix_queries += seq.num_tokens
         self.stats.prefix_hits += num_cached
+        if self.enable_prefix_caching:
+            seq.prefix.inflight = self.prompt_block_hashes(seq)[num_cached // self.block_size :]
+            for h in seq.prefix.inflight:
+                self._inflight[h] = self._inflight.get(h, 0) + 1
+
+    def release(self, seq: Sequence) -> list[Sequence]:
+        """Free a sequence's blocks and in-flight marks (it finished, failed, was preempted or deferred); returns
+        the parked sequences nobody blocks any more, for the front of the waiting queue."""
+        self.free_sequence(seq)
+        return self._clear_inflight(seq)
+
+    def publish(self, seq: Sequence) -> list[Sequence]:
+        """After a resolved step: publish the sequence's newly full blocks and, once its prompt is in the cache,
+        release its in-flight marks; returns the parked sequences that may now run."""
+        self.register_full_blocks(seq)
+        return self._clear_inflight(seq) if not seq.is_prefilling else []
+
+    def _clear_inflight(self, seq: Sequence) -> list[Sequence]:
+        woken: list[Sequence] = []
+        for h in seq.prefix.inflight:
+            left = self._inflight.get(h, 0) - 1
+            if left > 0:
+                self._inflight[h] = left
+            else:
+                self._inflight.pop(h, None)
+                woken.extend(self.parked.pop(h, ()))
+        seq.prefix.inflight = []
+        return woken
 
     def first_uncached_hash(self, seq: Sequence, num_cached: int) -> int | None:
         """Chain hash of the first full block after the cached ones, if the prompt has one."""
         hashes = self.prompt_block_hashes(seq)
         idx = num_cached // self.block_size
         return hashes[idx] if idx < len(hashes) else None
-
-    def is_inflight(self, h: int | None) -> bool:
-        return h is not None and self._inflight.get(h, 0) > 0
-
-    def mark_inflight(self, hashes: list[int]) -> None:
-        for h in hashes:
-            self._inflight[h] = self._inflight.get(h, 0) + 1
-
-    def clear_inflight(self, hashes: list[int]) -> list[int]:
-        """Release in-flight marks; returns the hashes nobody is prefilling any more."""
-        done = []
-        for h in hashes:
-            left = self._inflight.get(h, 0) - 1
-            if left > 0:
-                self._inflight[h] = left
-            else:
-                self._inflight.pop(h, None)
-                done.append(h)
-        return done
 
     def register_full_blocks(self, seq: Sequence) -> None:
         """Publish blocks whose KV is written for verified tokens, so later requests can reuse them.
@@ -173,11 +202,11 @@ class BlockManager:
         if not self.enable_prefix_caching:
             return
         full = min(seq.num_computed_tokens, seq.num_tokens) // self.block_size
-        if seq.num_published_blocks >= full:
+        if seq.prefix.published >= full:
             return
         bs = self.block_size
         hashes = self.block_hashes(seq, full)
-        for i in range(seq.num_published_blocks, full):
+        for i in range(seq.prefix.published, full):
             tokens = seq.token_ids[i * bs : (i + 1) * bs]
             own = seq.block_table[i]
             existing = self._lookup(hashes[i], tokens)
@@ -192,7 +221,7 @@ class BlockManager:
                     self.cached.pop(block.hash, None)
                 block.hash, block.tokens = hashes[i], tuple(tokens)
                 self.cached[hashes[i]] = own
-        seq.num_published_blocks = full
+        seq.prefix.published = full
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached block (they stay allocated-free in the pool). Only while no sequence holds blocks:
@@ -204,6 +233,11 @@ class BlockManager:
             block.tokens = None
         self.cached.clear()
         return True
+
+    def drop_requests(self) -> None:
+        """Forget parked requests and in-flight marks (the caller aborted everything)."""
+        self.parked.clear()
+        self._inflight.clear()
 
     # ---- allocation ------------------------------------------------------------------------------------------
     def can_grow(self, seq: Sequence, num_tokens: int, reserve: int = 0) -> bool:
@@ -238,15 +272,15 @@ class BlockManager:
         Used after a step whose rejected draft tokens had blocks of their own. Blocks past the verified tokens
         were never published, so nothing unverified ever stays in the prefix cache."""
         keep, full = self.blocks_needed(num_tokens), num_tokens // self.block_size
-        if seq.num_published_blocks > full and keep > full:
+        if seq.prefix.published > full and keep > full:
             # The cut falls inside a cached block other requests may share: the sequence would overwrite its tail,
             # so it lets go of that block and recomputes those few tokens into a block of its own.
             keep = full
             seq.num_computed_tokens = min(seq.num_computed_tokens, full * self.block_size)
         while len(seq.block_table) > keep:
             self._release(seq.block_table.pop())
-        seq.num_published_blocks = min(seq.num_published_blocks, full)
-        del seq.block_hashes[full:]
+        seq.prefix.published = min(seq.prefix.published, full)
+        del seq.prefix.hashes[full:]
 
     def take_fresh_blocks(self) -> list[int]:
         """Blocks handed out for the first time since the last call. Their memory was never written (the pool is
@@ -269,7 +303,7 @@ class BlockManager:
         for bid in reversed(seq.block_table):
             self._release(bid)
         seq.block_table = []
-        seq.num_published_blocks = 0
+        seq.prefix.published = 0
 
     def _touch_peak(self) -> None:
         used = self.num_used

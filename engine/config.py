@@ -1,42 +1,51 @@
-"""Validated engine configuration (a pydantic boundary object)."""
+"""The engine's settings, in one place: `EngineSettings` holds every knob with its one default and its help text;
+`EngineConfig` adds the checkpoint. `LLM(model, **overrides)` builds an `EngineConfig`; the pipeline's options,
+the context-parallel ranks and every command line's engine flags (`engine.args`) are derived from these classes,
+so a default or a constraint is written once."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from engine.speculative.config import SpeculativeConfig
 
 GiB = 1 << 30
 
 
-class EngineConfig(BaseModel):
+class EngineSettings(BaseModel):
+    """How the engine runs a model (everything but which model)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model_dir: Path
-    adapter: Path | None = None  # a LoRA adapter directory (peft format), merged into the weights at load
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    device: str = "auto"
-    max_num_seqs: int = Field(128, ge=1)
-    max_num_batched_tokens: int = Field(2048, ge=16)
-    kv_cache_memory: int | None = Field(None, ge=1, description="bytes for the KV pool; None picks a default")
-    block_size: int = Field(16, ge=1, le=1024)
-    max_model_len: int | None = Field(None, ge=2)
-    seed: int = 0
-    enable_prefix_caching: bool = True
-    quantization: Literal["int8"] | None = None
-    # "auto": K/V in the model dtype; "int8": one int8 row per token and head with its float32 scale (about half the
-    # bytes decode attention reads, and twice the tokens per byte of cache; changes outputs slightly).
-    kv_cache_dtype: Literal["auto", "int8"] = "auto"
-    # "auto": compiled kernels where they build (C++ on CPU; Triton on CUDA); "reference": the plain torch
-    # implementations only (the benchmark ladder's rung below "+ compiled/fused kernels", and a fallback);
-    # "triton": the Triton kernels on any device (on CPU only under TRITON_INTERPRET=1, for tests).
-    kernels: Literal["auto", "reference", "triton"] = "auto"
-    # Decode-only steps replay CUDA graphs (one per batch-size bucket) on CUDA with the Triton kernels; False runs
-    # every step eagerly (vLLM's enforce_eager). No effect on CPU.
-    cuda_graphs: bool = True
-    # Ranks one sequence's KV and attention are split over (engine/distributed); kv_cache_memory is then per rank.
-    context_parallel_size: int = Field(1, ge=1, le=64)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights and activations (auto: the checkpoint's, float32 on a CPU without bf16)")
+    device: str = Field("auto", description="auto, cpu or cuda[:N]")
+    max_num_seqs: int = Field(128, ge=1, description="most sequences in one engine step")
+    max_num_batched_tokens: int = Field(2048, ge=16, description="token budget of one engine step")
+    kv_cache_memory: int | None = Field(
+        None, ge=1, description="bytes for the KV pool (per rank under context parallelism); default: room for "
+                                "max_num_seqs full-length sequences within the device's caps")
+    block_size: int = Field(16, ge=1, le=1024, description="tokens per KV block")
+    max_model_len: int | None = Field(None, ge=2, description="longest prompt + output (default: the model's)")
+    seed: int = Field(0, description="seed of sampled (non-greedy) requests that bring none")
+    enable_prefix_caching: bool = Field(True, description="reuse the KV of prompt prefixes already computed")
+    quantization: Literal["int8"] | None = Field(
+        None, description="int8 weights (W8A8; default: whatever the checkpoint stores)")
+    kv_cache_dtype: Literal["auto", "int8"] = Field(
+        "auto", description="KV cache rows in the model dtype (auto) or int8 with a scale per token and head: "
+                            "about half the bytes decode reads; changes outputs slightly")
+    kernels: Literal["auto", "reference", "triton"] = Field(
+        "auto", description="auto: compiled kernels where they build (C++ on CPU, Triton on CUDA); reference: plain "
+                            "torch only; triton: the Triton kernels on any device (CPU only under TRITON_INTERPRET=1)")
+    cuda_graphs: bool = Field(True, description="replay decode-only steps as CUDA graphs (no effect on CPU)")
+    context_parallel_size: int = Field(
+        1, ge=1, le=64, description="ranks one sequence's KV and attention are split over (ring attention)")
+    speculative_config: SpeculativeConfig | None = Field(
+        None, description="speculative decoding (ngram prompt lookup or a draft model); greedy outputs are "
+                          "identical with and without it")
 
     @field_validator("device")
     @classmethod
@@ -44,3 +53,19 @@ class EngineConfig(BaseModel):
         if v != "auto" and not (v == "cpu" or v.startswith("cuda")):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {v!r}")
         return v
+
+
+class EngineConfig(EngineSettings):
+    """One engine: its checkpoint (a Hugging Face directory or a GGUF file), an optional LoRA adapter, and how it
+    runs."""
+
+    model_dir: Path
+    adapter: Path | None = Field(None, description="a LoRA adapter directory (peft format), merged at load")
+
+    @classmethod
+    def build(cls, model: str | Path, **overrides: Any) -> EngineConfig:
+        """`model` plus any settings; unknown names fail with pydantic's message naming them."""
+        return cls(model_dir=Path(model), **overrides)
+
+    def settings(self) -> EngineSettings:
+        return EngineSettings(**self.model_dump(exclude={"model_dir", "adapter"}))

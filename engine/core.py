@@ -8,8 +8,9 @@ from typing import Any
 
 import torch
 
-from engine.model_runner import ModelRunner
+from engine.block_manager import BlockManager
 from engine.outputs import RequestOutput
+from engine.runner import Runner
 from engine.sampler import sample
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
@@ -30,12 +31,14 @@ class EngineCore:
     def __init__(
         self,
         scheduler: Scheduler,
-        runner: ModelRunner,
+        kv_manager: BlockManager,
+        runner: Runner,
         tokenizer: Tokenizer,
         eos_ids: list[int],
         max_model_len: int,
     ) -> None:
         self.scheduler = scheduler
+        self.kv_manager = kv_manager
         self.runner = runner
         self.tokenizer = tokenizer
         self.eos_ids = eos_ids
@@ -60,7 +63,7 @@ class EngineCore:
         finished = [self._output(s) for s in self.scheduler.take_failed()]
         if not batch.seqs:
             return finished
-        fresh = self.scheduler.bm.take_fresh_blocks()
+        fresh = self.kv_manager.take_fresh_blocks()
         if fresh:
             self.runner.zero_blocks(fresh)
         inputs = self.runner.prepare(batch)
@@ -122,7 +125,7 @@ class EngineCore:
         # Valid KV covers the verified tokens except the newest (its KV is computed next step).
         seq.num_computed_tokens = min(seq.num_computed_tokens, seq.num_tokens - 1)
         if seq.finish_reason is None:
-            self.scheduler.bm.truncate(seq, seq.num_tokens)
+            self.kv_manager.truncate(seq, seq.num_tokens)
 
     @staticmethod
     def _set_finish(seq: Sequence, reason: str, now: float, error: str | None = None) -> None:

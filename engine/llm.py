@@ -7,173 +7,54 @@ import time
 import weakref
 from collections.abc import Iterator
 from collections.abc import Sequence as Seq
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from engine.block_manager import BlockManager
+from engine.build import build_engine
 from engine.config import EngineConfig
-from engine.core import EngineCore
-from engine.cpu_runtime import keep_freed_memory
-from engine.devices import resolve_device, resolve_dtype
 from engine.distributed.block_manager import ShardedBlockManager
-from engine.kv_pool import default_kv_budget, kv_bytes_per_token
-from engine.model_runner import ModelRunner
-from engine.models.checkpoint import open_checkpoint
-from engine.models.loader import build_model, num_weights
-from engine.models.lora import read_lora
 from engine.outputs import RequestMetrics, RequestOutput
 from engine.sampling_params import SamplingParams, request_seed
-from engine.scheduler import Scheduler
 from engine.sequence import Sequence
-from engine.speculative import SpeculativeConfig
-from engine.speculative.builder import TargetInfo, build_speculator
-from kernels import get_kernels
-
-
-def _close_ranks(runner: Any, ranks: Any) -> None:
-    try:
-        runner.close()
-    finally:
-        ranks.close()
 
 
 class LLM:
     """Loads a checkpoint (Hugging Face directory or GGUF file) and serves offline batches with continuous batching
-    over a paged KV cache."""
+    over a paged KV cache. `LLM(model, **settings)`: any `EngineSettings` field (engine/config.py), e.g.
+    `LLM("path/to/model", dtype="float32", max_num_seqs=64)`; unknown names fail with one message naming them."""
 
-    def __init__(
-        self,
-        model_dir: str | os.PathLike[str],
-        dtype: str = "auto",
-        device: str = "auto",
-        max_num_seqs: int = 128,
-        max_num_batched_tokens: int = 2048,
-        kv_cache_memory: int | None = None,
-        block_size: int = 16,
-        max_model_len: int | None = None,
-        seed: int = 0,
-        enable_prefix_caching: bool = True,
-        quantization: str | None = None,
-        kernels: str = "auto",
-        kv_cache_dtype: str = "auto",
-        adapter: str | os.PathLike[str] | None = None,
-        speculative_config: dict[str, Any] | SpeculativeConfig | None = None,
-        context_parallel_size: int = 1,
-        cuda_graphs: bool = True,
-    ) -> None:
-        ckpt = open_checkpoint(model_dir)
-        quantization = quantization or ckpt.stored_quantization  # pre-quantized checkpoints say so in config.json
-        self.config = EngineConfig(
-            model_dir=Path(model_dir),
-            adapter=Path(adapter) if adapter is not None else None,
-            dtype=dtype,  # type: ignore[arg-type]
-            device=device,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            kv_cache_memory=kv_cache_memory,
-            block_size=block_size,
-            max_model_len=max_model_len,
-            seed=seed,
-            enable_prefix_caching=enable_prefix_caching,
-            quantization=quantization,  # type: ignore[arg-type]
-            kernels=kernels,  # type: ignore[arg-type]
-            kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
-            context_parallel_size=context_parallel_size,
-            cuda_graphs=cuda_graphs,
-        )
-        self.checkpoint_format = ckpt.format
-        self.model_config = cfg = ckpt.config
-        self.tokenizer = ckpt.tokenizer
-        self.device = resolve_device(self.config.device)
-        self.dtype = resolve_dtype(self.config.dtype, cfg, self.device)
-        self.cpu_allocator_tuned = self.device.type == "cpu" and keep_freed_memory()
-        self.max_model_len = self.config.max_model_len or cfg.max_position_embeddings
-        if self.max_model_len > cfg.max_position_embeddings:
-            raise ValueError(
-                f"max_model_len {self.max_model_len} exceeds the model's max_position_embeddings "
-                f"{cfg.max_position_embeddings}"
-            )
-        self.eos_token_ids = ckpt.eos_token_ids
-        self.kernels = get_kernels(self.device, prefer=self.config.kernels)
-        lora = read_lora(self.config.adapter) if self.config.adapter is not None else None
-        self.adapter_sha256 = lora.sha256 if lora is not None else None
-        # Default KV: room for max_num_seqs full-length sequences, within the device's caps.
-        kv_tokens_wanted = self.config.max_num_seqs * (self.max_model_len + self.config.block_size)
-        self._ranks = None
-        if self.config.context_parallel_size > 1:
-            runner = self._start_context_parallel(ckpt, lora, kv_tokens_wanted, speculative_config)
-            self.model = runner.model
-            self.kernels = runner.model.k
-            self.block_manager: BlockManager = ShardedBlockManager(
-                self.config.context_parallel_size, runner.pool.num_blocks, self.config.block_size,
-                self.config.enable_prefix_caching)
-        else:
-            self.model = build_model(ckpt, self.dtype, self.device, self.kernels, self.config.quantization, lora)
-            runner = ModelRunner(
-                self.model, dtype=self.dtype, device=self.device, block_size=self.config.block_size,
-                kv_budget=self.config.kv_cache_memory, kv_tokens_wanted=kv_tokens_wanted,
-                quantized_kv=self.config.kv_cache_dtype == "int8", max_model_len=self.max_model_len,
-                decode_layout=self.kernels.decode_layout,
-            )
-            self.block_manager = BlockManager(runner.pool.num_blocks, self.config.block_size,
-                                              self.config.enable_prefix_caching)
-            if self.uses_cuda_graphs:
-                runner.enable_decode_graphs(min(self.config.max_num_seqs, self.config.max_num_batched_tokens),
-                                            capture=True)
-        self.kv_caches = runner.kv_caches  # read-only view (tests, tools); the runner owns the pool
-        self.kv_cache_bytes = runner.pool.bytes  # per rank under context parallelism
-        self.scheduler = Scheduler(self.block_manager, self.config.max_num_seqs, self.config.max_num_batched_tokens)
-        self._core = EngineCore(self.scheduler, runner, self.tokenizer, self.eos_token_ids, self.max_model_len)
+    def __init__(self, model: str | os.PathLike[str], **settings: Any) -> None:
+        engine = build_engine(EngineConfig.build(model, **settings))
+        self._engine = engine
+        self.config = engine.config
+        self.checkpoint_format = engine.checkpoint.format
+        self.model_config = engine.checkpoint.config
+        self.tokenizer = engine.checkpoint.tokenizer
+        self.eos_token_ids = engine.checkpoint.eos_token_ids
+        self.device, self.dtype, self.kernels, self.model = engine.device, engine.dtype, engine.kernels, engine.model
+        assert engine.config.max_model_len is not None
+        self.max_model_len: int = engine.config.max_model_len
+        self.block_manager = engine.block_manager
+        self.scheduler = engine.scheduler
+        self._core = engine.core
+        self.kv_caches = engine.runner.kv_caches  # read-only view (tests, tools); the runner owns the pool
+        self.kv_cache_bytes = engine.runner.pool.bytes  # per rank under context parallelism
+        self.speculative_config = engine.config.speculative_config
+        self.adapter_sha256 = engine.adapter_sha256
+        self.cpu_allocator_tuned = engine.cpu_allocator_tuned
         self._structured = None
-        self.speculative_config = (SpeculativeConfig.model_validate(speculative_config)
-                                   if isinstance(speculative_config, dict) else speculative_config)
-        if self.speculative_config is not None:
-            self._core.speculator = build_speculator(self.speculative_config, TargetInfo(
-                model_config=cfg, tokenizer=self.tokenizer, device=self.device, dtype=self.dtype,
-                kernels=self.kernels, block_size=self.config.block_size,
-                kv_tokens=runner.pool.num_blocks * self.config.block_size, max_model_len=self.max_model_len,
-                max_num_batched_tokens=self.config.max_num_batched_tokens,
-                num_parameters=num_weights(self.model),
-            ))
+        # Stops a context-parallel engine's ranks when the LLM is closed, garbage-collected or the interpreter exits
+        self._finalizer = weakref.finalize(self, engine.close)
 
-    def _start_context_parallel(self, ckpt: Any, lora: Any, kv_tokens_wanted: int, speculative_config: Any) -> Any:
-        """Start (or attach) the other ranks, build rank 0's model and KV shard, and wait for theirs."""
-        from engine.distributed.worker import RankGroup, RankSpec, build_runner  # noqa: PLC0415
-
-        c, n = self.config, self.config.context_parallel_size
-        if speculative_config is not None:
-            raise ValueError("speculative decoding is not supported with context_parallel_size > 1")
-        if self.model_config.sliding_window is not None:
-            raise ValueError("context parallelism does not support sliding-window attention")
-        quantized_kv = c.kv_cache_dtype == "int8"
-        budget = c.kv_cache_memory
-        if budget is None:  # the ranks of one CPU machine share its memory (the single-process default, split);
-            # GPUs each have their own
-            wanted = kv_tokens_wanted * kv_bytes_per_token(self.model_config, self.dtype, quantized_kv)
-            budget = (default_kv_budget(self.device, wanted) // n if self.device.type == "cpu"
-                      else default_kv_budget(self.device, wanted // n))
-        spec = RankSpec(model_dir=str(c.model_dir), adapter=str(c.adapter) if c.adapter is not None else None,
-                        dtype=str(self.dtype).replace("torch.", ""), device=self.device.type, kernels=c.kernels,
-                        quantization=c.quantization, kv_cache_dtype=c.kv_cache_dtype, block_size=c.block_size,
-                        max_model_len=self.max_model_len, kv_budget=budget, world_size=n,
-                        threads=max(1, torch.get_num_threads() // n) if self.device.type == "cpu" else 0)
-        self._ranks = RankGroup(spec)
-        try:
-            runner = build_runner(spec, self._ranks.comm, ckpt, lora)
-            self._ranks.connect()
-        except BaseException:
-            self._ranks.close()
-            raise
-        self._finalizer = weakref.finalize(self, _close_ranks, runner, self._ranks)
-        return runner
+    @property
+    def _ranks(self) -> Any:
+        return self._engine.ranks
 
     def close(self) -> None:
         """Stop the other ranks of a context-parallel engine (also done when the LLM is garbage-collected or the
         interpreter exits); a no-op otherwise."""
-        if self._ranks is not None:
-            self._finalizer()
+        self._finalizer()
 
     def __enter__(self) -> LLM:
         return self
@@ -183,10 +64,7 @@ class LLM:
 
     @property
     def uses_cuda_graphs(self) -> bool:
-        """Graphs need every op capturable (the Triton kernels read no value back to the host) and one process
-        (context parallelism exchanges tensors between ranks each layer)."""
-        return (self.config.cuda_graphs and self.device.type == "cuda" and self.kernels.backend == "triton"
-                and self.config.context_parallel_size == 1)
+        return self._engine.uses_cuda_graphs
 
     # ------------------------------------------------------------------------------------------------------------
     def config_summary(self) -> dict[str, Any]:

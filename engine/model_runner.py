@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.decode_graphs import DecodeGraphs
-from engine.kv_pool import allocate_kv_pool, default_kv_budget, kv_bytes_per_token
+from engine.kv_pool import KVPool
 from engine.models.llama import LlamaModel
 from engine.models.rotary import rotary_tables
 from engine.scheduler import ScheduledBatch
@@ -59,34 +59,25 @@ class HostStep:
 
 
 class ModelRunner:
-    """Owns the model's step-time state: the KV pool (sized from a byte budget, or by default from how many tokens
-    the caller would like to hold, within the device's caps) and the rotary tables."""
+    """Owns the model's step-time state: the KV pool (allocated by engine/build.py from the configured budget) and
+    the rotary tables."""
 
-    def __init__(
-        self,
-        model: LlamaModel,
-        *,
-        dtype: torch.dtype,
-        device: torch.device,
-        block_size: int,
-        kv_budget: int | None,
-        kv_tokens_wanted: int,
-        quantized_kv: bool,
-        max_model_len: int,
-        decode_layout: DecodeLayout = PADDED_BLOCK_READS,
-    ) -> None:
+    def __init__(self, model: LlamaModel, pool: KVPool, *, dtype: torch.dtype, device: torch.device,
+                 max_model_len: int, decode_layout: DecodeLayout = PADDED_BLOCK_READS) -> None:
         cfg = model.cfg
         self.model = model
-        budget = kv_budget or default_kv_budget(device, kv_tokens_wanted * kv_bytes_per_token(cfg, dtype, quantized_kv))
-        self.pool = allocate_kv_pool(cfg, dtype, device, block_size, budget, quantized_kv)
+        self.pool = pool
         self.kv_caches = self.pool.caches
         self.cos, self.sin = rotary_tables(cfg, max_model_len + 1, dtype, device)
-        self.block_size = block_size
+        self.block_size = pool.block_size
         self.device = device
         self.window = cfg.sliding_window
         self.decode_layout = decode_layout  # the attention kernel's: how decode rows are grouped, blocks zeroed
         self.max_model_len = max_model_len
         self.graphs: DecodeGraphs | None = None
+
+    def close(self) -> None:
+        """Nothing outside this process to release."""
 
     def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
         bs, table = self.block_size, seq.block_table
@@ -101,8 +92,7 @@ class ModelRunner:
 
     def prepare(self, batch: ScheduledBatch) -> StepInputs:
         """Pack a batch: decode rows first (ascending KV length, so groups are contiguous row ranges), then prefill
-        segments. A position samples only when the token there is the sequence's last verified token or a draft,
-        i.e. never in the middle of a prompt, however the budget cut the chunk. Index lists are built on the host
+        segments. Sampled positions: `Sequence.sampled_positions`. Index lists are built on the host
         and reach the device in one copy (or the static buffers of a decode graph)."""
         bs = self.block_size
         rows: list[tuple[int, Sequence, int]] = []  # (position, sequence, token) of every decode row
@@ -120,7 +110,7 @@ class ModelRunner:
         slots = [seq.block_table[p // bs] * bs + p % bs for p, seq, _ in rows]
         sample_rows: dict[int, list[int]] = {}  # id(seq) -> its sampled rows, in position order
         for row, (p, seq, _) in enumerate(rows):
-            if p >= seq.num_tokens - 1:
+            if p in seq.sampled_positions(p, 1):
                 sample_rows.setdefault(id(seq), []).append(row)
         kv_lens = [p + 1 for p in pos]  # each decode row attends to its own position and everything before
         groups = self.decode_layout.group_rows(kv_lens)
@@ -134,9 +124,9 @@ class ModelRunner:
             pos.extend(range(start, end))
             slots.extend(self._slots(seq, start, end))
             segments.append((seq, row0, start, n))
-            first = max(start, seq.num_tokens - 1)
-            if first < end:
-                sample_rows[id(seq)] = list(range(row0 + first - start, row0 + n))
+            sampled = seq.sampled_positions(start, n)
+            if sampled:
+                sample_rows[id(seq)] = [row0 + p - start for p in sampled]
 
         sampling: list[Sequence] = []
         counts: list[int] = []

@@ -41,10 +41,7 @@ class Scheduler:
         self.max_num_seqs = min(max_num_seqs, max_num_batched_tokens)
         self.max_num_batched_tokens = max_num_batched_tokens
         self.watermark_blocks = int(WATERMARK * block_manager.num_blocks)
-        self.waiting: deque[Sequence] = deque()
-        # Sequences waiting for a prefix another request is prefilling, parked under that block's chain hash and
-        # put back at the front of the queue when it is published (admission stays O(admitted), not O(waiting)).
-        self.parked: dict[int, list[Sequence]] = {}
+        self.waiting: deque[Sequence] = deque()  # requests parked behind an in-flight prefix are the bm's
         self.running: list[Sequence] = []  # sorted by admit_order
         self._admitted = 0
         self.num_preemptions = 0
@@ -55,7 +52,7 @@ class Scheduler:
         self.waiting.append(seq)
 
     def has_unfinished(self) -> bool:
-        return bool(self.waiting or self.running or self.parked)
+        return bool(self.waiting or self.running or self.bm.parked)
 
     # ------------------------------------------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
@@ -98,15 +95,11 @@ class Scheduler:
                 self._fail(seq, f"request needs {seq.num_tokens + 1} tokens of KV but the whole cache holds "
                                 f"{self.bm.num_blocks * self.bm.block_size}; raise kv_cache_memory")
                 continue
-            cached = self.bm.match_prefix(seq)
+            cached = self.bm.lookup(seq)
+            if cached is None:  # another request is prefilling this prefix: parked until it is published
+                self.waiting.popleft()
+                continue
             seq.num_computed_tokens = cached
-            if self.bm.enable_prefix_caching:
-                pending = self.bm.first_uncached_hash(seq, cached)
-                if self.bm.is_inflight(pending):
-                    # Another request is prefilling this prefix right now: wait until it is published, then reuse it.
-                    self._release(seq)
-                    self.parked.setdefault(pending, []).append(self.waiting.popleft())  # type: ignore[arg-type]
-                    continue
             n = min(seq.num_tokens - cached, budget)
             # Admission keeps a watermark of free blocks for the running sequences, unless nothing runs.
             reserve = self.watermark_blocks if self.running else 0
@@ -114,13 +107,10 @@ class Scheduler:
                 self._release(seq)
                 break
             self.waiting.popleft()
-            self.bm.record_admission(seq.num_tokens, cached)
+            self.bm.start_prefill(seq, cached)
             seq.status = Status.RUNNING
             if seq.metrics.num_preemptions == 0:
                 seq.metrics.num_cached_tokens = cached
-            if self.bm.enable_prefix_caching:
-                seq.inflight_hashes = self.bm.prompt_block_hashes(seq)[cached // self.bm.block_size :]
-                self.bm.mark_inflight(seq.inflight_hashes)
             if seq.admit_order is None:
                 seq.admit_order = self._admitted
                 self._admitted += 1
@@ -131,17 +121,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------------------------------------------------
     def _release(self, seq: Sequence) -> None:
-        self.bm.free_sequence(seq)
         seq.num_computed_tokens = 0
-        self._clear_inflight(seq)
+        self._unpark(self.bm.release(seq))
 
-    def _clear_inflight(self, seq: Sequence) -> None:
-        if not seq.inflight_hashes:
-            return
-        done = self.bm.clear_inflight(seq.inflight_hashes)
-        seq.inflight_hashes = []
-        unparked = [s for h in done for s in self.parked.pop(h, ())]
-        self.waiting.extendleft(reversed(unparked))
+    def _unpark(self, woken: list[Sequence]) -> None:
+        """Requests whose awaited prefix is now cached go to the front of the queue, in the order they parked."""
+        self.waiting.extendleft(reversed(woken))
 
     def _preempt(self, seq: Sequence) -> None:
         self.running.remove(seq)
@@ -164,9 +149,7 @@ class Scheduler:
     def after_step(self, seq: Sequence) -> None:
         """A scheduled sequence's step is resolved (its tokens verified): publish its newly full blocks, and
         release its in-flight prefix marks once its prompt is in the cache."""
-        self.bm.register_full_blocks(seq)
-        if seq.inflight_hashes and not seq.is_prefilling:
-            self._clear_inflight(seq)
+        self._unpark(self.bm.publish(seq))
 
     def finish(self, seq: Sequence) -> None:
         self.running.remove(seq)
@@ -178,7 +161,7 @@ class Scheduler:
         for seq in list(self.running):
             self.finish(seq)
         self.waiting.clear()
-        self.parked.clear()
+        self.bm.drop_requests()
         self.failed.clear()
 
     def take_failed(self) -> list[Sequence]:

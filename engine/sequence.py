@@ -12,6 +12,26 @@ from engine.outputs import RequestMetrics
 from engine.sampling_params import SamplingParams
 
 
+@dataclass
+class PrefixState:
+    """A sequence's prefix identity, read and written only by the KV-cache manager (engine/block_manager.py).
+
+    `hashes`: the chain hash of each full block of token_ids (block i's covers blocks 0..i), built with
+    `block_size`; cut by rollback, so it never describes tokens the sequence no longer has. `published`: leading
+    blocks of the block table registered in (or taken from) the prefix cache. `inflight`: the prompt blocks this
+    sequence is prefilling, which requests with the same prefix wait for instead of computing them again."""
+
+    hashes: list[int] = field(default_factory=list)
+    block_size: int = 0
+    published: int = 0
+    inflight: list[int] = field(default_factory=list)
+
+    def cut(self, num_tokens: int) -> None:
+        """Forget the hashes of blocks past the first `num_tokens` tokens."""
+        if self.block_size:
+            del self.hashes[num_tokens // self.block_size :]
+
+
 class Status(enum.Enum):
     WAITING = "waiting"
     RUNNING = "running"
@@ -39,17 +59,11 @@ class Sequence:
     status: Status = Status.WAITING
     num_computed_tokens: int = 0  # leading tokens of token_ids whose KV is in the cache
     block_table: list[int] = field(default_factory=list)
-    # Chain hash of each full block of token_ids (block i's hash covers blocks 0..i): the one prefix identity the
-    # block manager, the prefix cache and in-flight deduplication share. Extended by BlockManager.block_hashes,
-    # cut by rollback, so it never describes tokens the sequence no longer has.
-    block_hashes: list[int] = field(default_factory=list)
-    hash_block_size: int = 0  # the block size block_hashes was built with (set by the block manager)
-    num_published_blocks: int = 0  # leading blocks of block_table registered in (or taken from) the prefix cache
+    prefix: PrefixState = field(default_factory=PrefixState)
     admit_order: int | None = None  # first admission's rank: preemption picks the newest, re-admission keeps it
     finish_reason: str | None = None
     error: str | None = None
     stop_text_end: int | None = None  # where to cut the text when a stop string matched
-    inflight_hashes: list[int] = field(default_factory=list)  # prefix blocks this sequence is prefilling
 
     def __post_init__(self) -> None:
         if not self.token_ids:
@@ -86,6 +100,12 @@ class Sequence:
             return self.token_ids[start:end]
         return self.token_ids[start:] + self.draft_ids[max(0, start - n) : end - n]
 
+    def sampled_positions(self, start: int, n: int) -> range:
+        """The positions of the chunk [start, start + n) whose logits are sampled: the last verified token and any
+        drafts after it; never the middle of a prompt, however the token budget cut the chunk. The one rule every
+        runner follows."""
+        return range(max(start, self.num_tokens - 1), start + n)
+
     def clear_drafts(self) -> None:
         self.draft_ids = []
         self.draft_probs = None
@@ -103,6 +123,5 @@ class Sequence:
         del self.token_ids[len(self.token_ids) - n :]
         del self.output_logprobs[self.num_output_tokens :]
         self.num_computed_tokens = min(self.num_computed_tokens, len(self.token_ids))
-        if self.hash_block_size:
-            del self.block_hashes[len(self.token_ids) // self.hash_block_size :]
+        self.prefix.cut(len(self.token_ids))
         self.clear_drafts()

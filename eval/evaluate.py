@@ -27,9 +27,9 @@ from pydantic import BaseModel, ValidationError
 from pypdf import PdfReader
 
 from engine import LLM, SamplingParams, export_hf_checkpoint, load_tokenizer
+from engine.args import add_engine_args
 from eval.real_gold import SCORED_FIELDS, field_matches, load_gold_dir
 from pipeline.config import (
-    add_kv_cache_dtype_arg,
     add_speculative_args,
     default_model_dir,
     demo_model_dir,
@@ -254,6 +254,7 @@ def _generate_hf(model_dir: Path, token_ids: list[list[int]], progress: bool) ->
 
     # lazy: heavy: loaded where a model runs
     import torch
+
     # lazy: heavy, and only the HF baselines and loading checks need it
     from transformers import AutoModelForCausalLM
 
@@ -436,8 +437,7 @@ def register(subparsers: Any) -> None:
                               description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="model directory, .gguf file or registered model name "
                                                 "(default: as `pipeline run`, finextract-smollm2)")
-    p.add_argument("--quantization", choices=["int8"], default=None, help="engine weight quantization")
-    add_kv_cache_dtype_arg(p, default="auto")
+    add_engine_args(p, ("quantization", "kv_cache_dtype"), kv_cache_dtype="auto")
     add_speculative_args(p)
     p.add_argument("--json", default=None, help="also write the JSON report here")
     p.add_argument("--limit", type=int, default=None, help="score only the first N documents and N windows")

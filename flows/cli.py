@@ -23,11 +23,7 @@ def _concurrency(text: str) -> int:
 
 def register(sub: Any) -> None:
     # lazy: Prefect loads only for the flow commands
-    from pipeline.config import (
-        add_executor_args,
-        add_kv_cache_dtype_arg,
-        add_speculative_args,
-    )
+    from pipeline.config import add_engine_group, add_executor_args
 
     p = sub.add_parser("backfill", help="re-run the daily Prefect flow for every date in a range",
                        description="For each date D in [start, end]: INPUT_ROOT/D/ -> the run_date=D partition of "
@@ -39,12 +35,8 @@ def register(sub: Any) -> None:
     p.add_argument("--model", default=None, help="model directory or registered name (default: finextract-smollm2)")
     p.add_argument("--force", action="store_true", help="re-process dates (and units) already done")
     p.add_argument("--max-concurrency", type=_concurrency, default=1, help="dates in flight (1-4, default 1)")
-    p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")
-    p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
-    p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
-    add_kv_cache_dtype_arg(p)
-    add_speculative_args(p)
     add_executor_args(p)
+    add_engine_group(p)
     p.set_defaults(func=_cmd_backfill)
 
 
@@ -59,18 +51,14 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
         print(f"pipeline backfill is unavailable: cannot import the Prefect flows ({exc})", file=sys.stderr)
         return 2
     # lazy: Prefect loads only for the flow commands
-    from pipeline.config import executor_options, speculative_config
+    from pipeline.config import engine_options, executor_options
 
     try:
-        speculative = speculative_config(args.speculative, args.num_speculative_tokens)
+        engine = engine_options(args)
         executor = executor_options(args)
     except ValueError as exc:
         print(f"pipeline backfill: {exc}", file=sys.stderr)
         return 2
-    engine = {k: v for k, v in {"device": args.device, "dtype": args.dtype,
-                                "quantization": args.quantization,
-                                "kv_cache_dtype": args.kv_cache_dtype,
-                                "speculative_config": speculative}.items() if v is not None}
     try:
         results = backfill_flow(input_root=args.input_root, start=args.start, end=args.end, output_dir=args.output,
                                 model_dir=args.model, force=args.force, max_concurrency=args.max_concurrency,

@@ -26,9 +26,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ExecutorOptions,
         RunConfig,
         default_model_dir,
+        engine_options,
         executor_options,
-        speculative_config,
     )
+
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.models import model_parts, resolve_model
     from pipeline.output.report import run_summary_table
@@ -42,13 +43,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[red]model not found:[/red] {exc}")
         return 2
     try:
-        engine = EngineOptions(**{k: v for k, v in {
-            "device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
-            "max_num_batched_tokens": args.max_num_batched_tokens, "quantization": args.quantization,
-            "kv_cache_dtype": args.kv_cache_dtype,
-            "speculative_config": speculative_config(args.speculative, args.num_speculative_tokens),
-            "max_model_len": args.max_model_len, "context_parallel_size": args.context_parallel,
-            "kv_cache_memory": args.kv_cache_memory}.items() if v is not None})
+        engine = EngineOptions(**engine_options(args))
         cfg = RunConfig(
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
             run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force, exclude=args.exclude,
@@ -99,23 +94,9 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _byte_size(text: str) -> int:
-    """'512M', '4G', '65536' -> bytes (K, M, G are powers of 1024)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("B")
-    try:
-        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 512M, 4G, 65536)") from None
-
-
 def _add_run(sub: Any) -> None:
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
-    from pipeline.config import (
-        add_executor_args,
-        add_kv_cache_dtype_arg,
-        add_speculative_args,
-    )
+    from pipeline.config import add_engine_group, add_executor_args
 
     p = sub.add_parser("run", help="ingest an input folder, extract with the model, write Parquet",
                        description="PDFs and transaction logs -> schema-valid extractions in hive-partitioned Parquet.")
@@ -140,25 +121,11 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--extraction", choices=["auto", "model"], default="auto",
                    help="auto (default): PDFs carrying an e-invoice (ZUGFeRD, Factur-X, XRechnung, UBL) are read from "
                         "its XML, the rest by the model; model: every document by the model")
-    p.add_argument("--device", default=None, help="engine device: auto|cpu|cuda")
-    p.add_argument("--dtype", default=None, help="engine dtype: auto|float32|bfloat16|float16")
-    p.add_argument("--quantization", default=None, choices=["int8"], help="quantise weights on load")
-    add_kv_cache_dtype_arg(p)
-    add_speculative_args(p)
     add_executor_args(p)
-    p.add_argument("--max-num-seqs", type=int, default=None)
-    p.add_argument("--max-num-batched-tokens", type=int, default=None)
-    p.add_argument("--max-model-len", type=int, default=None)
-    p.add_argument("--kv-cache-memory", type=_byte_size, default=None, metavar="SIZE",
-                   help="engine KV cache size, e.g. 512M or 4G (default: room for max-num-seqs full-length "
-                        "sequences within the machine's limits)")
-    p.add_argument("--context-parallel", type=int, default=None, metavar="N",
-                   help="documents whose prompt and answer do not fit the KV cache run on a second engine whose KV "
-                        "and attention are split over N ranks (ring attention) instead of failing; beyond the "
-                        "model's positions documents are still truncated (truncated=true)")
     p.add_argument("--bucket-size", type=int, default=None, help="requests per length bucket")
-    add_limit_args(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_engine_group(p)
+    add_limit_args(p)
     p.set_defaults(func=_cmd_run)
 
 

@@ -9,18 +9,36 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from engine.config import EngineSettings
 from pipeline.ingest.limits import IngestLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_MODEL_NAME = "finextract-3m"
-KV_CACHE_DTYPES = ("auto", "int8")
 
 
-def add_kv_cache_dtype_arg(parser: Any, default: str | None = None) -> None:
-    """`--kv-cache-dtype`, the same for `pipeline run`, `backfill` and `eval`."""
-    parser.add_argument("--kv-cache-dtype", default=default, choices=KV_CACHE_DTYPES,
-                        help="engine KV cache: the model dtype (auto, default) or int8 rows with a scale per token "
-                             "and head (EngineOptions.kv_cache_dtype)")
+_RUN_ENGINE_FLAGS = ("device", "dtype", "quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
+                     "max_model_len", "kv_cache_memory", "context_parallel_size")
+
+
+def add_engine_group(parser: Any) -> None:
+    """The engine flags of `pipeline run` and `backfill` (generated from engine.config), with --speculative."""
+    from engine.args import add_engine_args  # noqa: PLC0415 - argparse only, loaded when a parser is built
+
+    g = parser.add_argument_group("engine (the model's runtime; defaults from engine.config.EngineSettings)")
+    add_engine_args(g, _RUN_ENGINE_FLAGS, helps={"context_parallel_size": (
+        "documents whose prompt and answer do not fit the KV cache run on a second engine whose KV and attention "
+        "are split over N ranks (ring attention) instead of failing; beyond the model's positions documents are "
+        "still truncated (truncated=true)")})
+    add_speculative_args(g)
+
+
+def engine_options(args: Any) -> dict[str, Any]:
+    """The EngineOptions fields `add_engine_group`'s flags set; ValueError for a bad --speculative."""
+    from engine.args import engine_overrides  # noqa: PLC0415 - see add_engine_group
+
+    given = engine_overrides(args, _RUN_ENGINE_FLAGS)
+    spec = speculative_config(args.speculative, args.num_speculative_tokens)
+    return given | ({"speculative_config": spec} if spec is not None else {})
 
 
 def add_executor_args(parser: Any) -> None:
@@ -105,29 +123,11 @@ def demo_model_dir() -> Path:
     return found[0] if found else preferred
 
 
-class EngineOptions(BaseModel):
-    """Arguments passed to `engine.LLM` (see TEAM.md); recorded in the manifest."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    dtype: str = "auto"
-    device: str = "auto"
-    max_num_seqs: int = Field(default=64, ge=1)
-    max_num_batched_tokens: int = Field(default=2048, ge=16)
-    kv_cache_memory: int | None = None
-    block_size: int = 16
-    max_model_len: int | None = None
-    seed: int = 0
-    enable_prefix_caching: bool = True
-    quantization: Literal["int8"] | None = None
-    kv_cache_dtype: Literal["auto", "int8"] = "auto"  # one of KV_CACHE_DTYPES
-    # engine.SpeculativeConfig as a dict (see `speculative_config`); greedy outputs do not depend on it, so it is
-    # not part of any row's identity.
-    speculative_config: dict[str, Any] | None = None
-    # Ranks for documents whose KV does not fit this engine's cache (pipeline.plan.routing): they run on a second,
-    # context-parallel engine (ring attention) instead of failing. 1: no second engine. Greedy outputs do not
-    # depend on where a request ran, so it is not part of any row's identity.
-    context_parallel_size: int = Field(default=1, ge=1, le=64)
+# The engine's settings, with the engine's defaults and constraints (engine.config is the one source); recorded
+# in the manifest. Neither speculative_config nor context_parallel_size is part of any row's identity: greedy outputs
+# do not depend on them. context_parallel_size > 1 here means a second, context-parallel engine for the documents
+# whose KV does not fit the first one's cache (pipeline.plan.routing), instead of failing them.
+EngineOptions = EngineSettings
 
 
 class ExecutorOptions(BaseModel):
@@ -208,6 +208,11 @@ class RunConfig(BaseModel):
             raise ValueError(f"input directory not found: {v}")
         return v
 
+    def max_tokens(self) -> dict[str, int]:
+        """The answer's token budget per request kind."""
+        return {"document": self.max_tokens_document, "window": self.max_tokens_window}
+
     def engine_kwargs(self) -> dict[str, Any]:
-        """The ordinary engine's arguments (the context-parallel one adds context_parallel_size)."""
-        return self.engine.model_dump(exclude={"context_parallel_size"})
+        """The ordinary engine's settings that differ from the engine's defaults (the context-parallel one adds
+        context_parallel_size), as plain values."""
+        return self.engine.model_dump(mode="json", exclude={"context_parallel_size"}, exclude_unset=True)

@@ -116,7 +116,7 @@ def test_rollback_into_a_cached_block_recomputes_rather_than_overwrites():
     seq.rollback(3)  # back to 6 tokens: inside the second, published block
     bm.truncate(seq, seq.num_tokens)
     assert shared not in seq.block_table and seq.num_computed_tokens == 4
-    assert len(seq.block_hashes) == 1 and bm.blocks[shared].hash in bm.cached  # the cached copy is untouched
+    assert len(seq.prefix.hashes) == 1 and bm.blocks[shared].hash in bm.cached  # the cached copy is untouched
 
 
 def test_duplicate_full_block_is_dropped_for_the_cached_one():

@@ -101,7 +101,7 @@ def test_requests_waiting_for_an_inflight_prefix_are_parked_not_rescanned():
 
     bm.match_prefix = counting_match  # type: ignore[method-assign]
     done = _simulate(sched, max_out=3)
-    assert len(done) == 300 and not sched.parked
+    assert len(done) == 300 and not sched.bm.parked
     # Each waiting request is looked up once when it is parked under the in-flight block and once when that
     # block is published, however many steps the prefill takes; then it is admitted with the prefix hit.
     assert max(lookups.values()) <= 2

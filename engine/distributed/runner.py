@@ -14,7 +14,7 @@ import torch
 from engine.distributed.attention import ContextParallelMetadata
 from engine.distributed.comm import Comm
 from engine.distributed.plan import PlanEntry, RankLayout, StepPlan, build_layout
-from engine.kv_pool import allocate_kv_pool
+from engine.kv_pool import KVPool
 from engine.model_runner import MAX_DECODE_QUERIES
 from engine.models.llama import LlamaModel
 from engine.models.rotary import rotary_tables
@@ -32,16 +32,16 @@ class ContextParallelInputs:
 class ContextParallelRunner:
     """Owns this rank's KV pool shard (the same number of blocks on every rank: the same budget and shapes)."""
 
-    def __init__(self, model: LlamaModel, comm: Comm, *, dtype: torch.dtype, device: torch.device, block_size: int,
-                 kv_budget: int, quantized_kv: bool, max_model_len: int) -> None:
+    def __init__(self, model: LlamaModel, comm: Comm, pool: KVPool, *, dtype: torch.dtype, device: torch.device,
+                 max_model_len: int) -> None:
         cfg = model.cfg
         if cfg.sliding_window is not None:
             raise ValueError("context parallelism does not support sliding-window attention")
         self.model = model
         self.comm = comm
         self.device = device
-        self.block_size = block_size
-        self.pool = allocate_kv_pool(cfg, dtype, device, block_size, kv_budget, quantized_kv)
+        self.block_size = pool.block_size
+        self.pool = pool
         self.kv_caches = self.pool.caches
         self.stride = self.pool.num_blocks + 1
         self.cos, self.sin = rotary_tables(cfg, max_model_len + 1, dtype, device)
@@ -70,14 +70,16 @@ class ContextParallelRunner:
     def prepare(self, batch: ScheduledBatch) -> ContextParallelInputs:
         entries: list[PlanEntry] = []
         sampling: list[Sequence] = []
+        counts: list[int] = []
         for seq, n in zip(batch.seqs, batch.num_tokens):
             start = seq.num_computed_tokens
-            samples = start + n >= seq.num_tokens
+            sampled = len(seq.sampled_positions(start, n))  # at most 1: no drafts under context parallelism
             entries.append(PlanEntry(list(seq.block_table), start, seq.query_tokens(start, start + n),
-                                     replicated=n <= MAX_DECODE_QUERIES, samples=samples))
-            if samples:
+                                     replicated=n <= MAX_DECODE_QUERIES, samples=sampled > 0))
+            if sampled:
                 sampling.append(seq)
-        return ContextParallelInputs(StepPlan(entries), sampling, [1] * len(sampling))
+                counts.append(sampled)
+        return ContextParallelInputs(StepPlan(entries), sampling, counts)
 
     def execute(self, inputs: ContextParallelInputs) -> torch.Tensor:
         self.comm.broadcast_object(inputs.plan)

@@ -15,16 +15,18 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from engine.config import EngineConfig
 from engine.devices import DTYPES
 from engine.distributed.attention import context_parallel_kernels
 from engine.distributed.comm import IDLE_TIMEOUT, Comm
 from engine.distributed.runner import ContextParallelRunner, serve
+from engine.kv_pool import allocate_kv_pool
 from engine.models.checkpoint import Checkpoint, open_checkpoint
 from engine.models.loader import build_model
 from engine.models.lora import LoraAdapter, read_lora
@@ -33,39 +35,43 @@ from kernels import get_kernels
 
 @dataclass(frozen=True)
 class RankSpec:
-    """Everything a rank needs to build the same model and an equally sized KV shard (JSON on the command line)."""
+    """What every rank builds from: the engine's own config (dtype, device type and the per-rank KV budget
+    resolved by rank 0), sent as JSON on the command line or broadcast to attached ranks."""
 
-    model_dir: str
-    adapter: str | None
-    dtype: str  # resolved: float32 | bfloat16 | float16
-    device: str  # "cpu" or "cuda" (rank r then uses cuda:r)
-    kernels: str
-    quantization: str | None
-    kv_cache_dtype: str
-    block_size: int
-    max_model_len: int
-    kv_budget: int  # bytes of KV pool per rank
-    world_size: int
+    config: EngineConfig
     threads: int = 0  # torch threads of a started rank (0: leave as is)
 
+    @property
+    def world_size(self) -> int:
+        return self.config.context_parallel_size
+
     def rank_device(self, rank: int) -> torch.device:
-        return torch.device(f"cuda:{rank}") if self.device == "cuda" else torch.device("cpu")
+        return torch.device(f"cuda:{rank}") if self.config.device == "cuda" else torch.device("cpu")
+
+    def to_json(self) -> str:
+        return json.dumps({"config": self.config.model_dump(mode="json"), "threads": self.threads})
+
+    @classmethod
+    def from_json(cls, text: str) -> RankSpec:
+        raw = json.loads(text)
+        return cls(config=EngineConfig.model_validate(raw["config"]), threads=raw["threads"])
 
 
 def build_runner(spec: RankSpec, comm: Comm, ckpt: Checkpoint | None = None,
                  lora: LoraAdapter | None = None) -> ContextParallelRunner:
     """This rank's model (context-parallel attention inside) and KV shard; rank 0 passes the checkpoint and
     adapter it has already read."""
-    ckpt = ckpt or open_checkpoint(spec.model_dir)
+    c = spec.config
+    assert c.kv_cache_memory is not None and c.max_model_len is not None  # resolved by rank 0
+    ckpt = ckpt or open_checkpoint(c.model_dir)
     device = comm.device
-    dtype = DTYPES[spec.dtype]
-    kernels = context_parallel_kernels(get_kernels(device, prefer=spec.kernels), comm)
-    if lora is None and spec.adapter is not None:
-        lora = read_lora(Path(spec.adapter))
-    model = build_model(ckpt, dtype, device, kernels, spec.quantization, lora)
-    return ContextParallelRunner(model, comm, dtype=dtype, device=device, block_size=spec.block_size,
-                                 kv_budget=spec.kv_budget, quantized_kv=spec.kv_cache_dtype == "int8",
-                                 max_model_len=spec.max_model_len)
+    dtype = DTYPES[c.dtype]
+    kernels = context_parallel_kernels(get_kernels(device, prefer=c.kernels), comm)
+    if lora is None and c.adapter is not None:
+        lora = read_lora(c.adapter)
+    model = build_model(ckpt, dtype, device, kernels, c.quantization, lora)
+    pool = allocate_kv_pool(ckpt.config, dtype, device, c.block_size, c.kv_cache_memory, c.kv_cache_dtype == "int8")
+    return ContextParallelRunner(model, comm, pool, dtype=dtype, device=device, max_model_len=c.max_model_len)
 
 
 READY_TIMEOUT = 600.0  # seconds rank 0 waits for the other ranks to load the model
@@ -91,7 +97,7 @@ class RankGroup:
                                    wait_for_workers=False)
         root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self.procs = [subprocess.Popen([sys.executable, "-m", "engine.distributed.worker", json.dumps(asdict(spec)),
+        self.procs = [subprocess.Popen([sys.executable, "-m", "engine.distributed.worker", spec.to_json(),
                                         str(rank), str(self.store.port), str(os.getpid())],
                                        env=env, stdin=subprocess.DEVNULL)
                       for rank in range(1, spec.world_size)]
@@ -162,7 +168,7 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    spec = RankSpec(**json.loads(argv[0]))
+    spec = RankSpec.from_json(argv[0])
     rank, port, parent = int(argv[1]), int(argv[2]), int(argv[3])
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     if spec.threads:
