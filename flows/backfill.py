@@ -29,11 +29,12 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.daily import daily_flow
 from flows.report import backfill_markdown
-from pipeline.config import EngineOptions, default_model_dir
+from pipeline.config import EngineOptions, RunConfig, default_model_dir
+from pipeline.identity import RunIdentity
 from pipeline.ingest.discover import discover
-from pipeline.models import model_identity, model_template_sha, resolve_model
+from pipeline.models import resolve_model
 from pipeline.output.manifest import manifest_paths
-from pipeline.plan.work import prompt_version, schema_version
+from pipeline.plan.work import run_identity
 
 MAX_CONCURRENCY = 4  # thread-pool size; `max_concurrency` is bounded by it
 
@@ -48,14 +49,12 @@ def date_range(start: dt.date, end: dt.date) -> list[dt.date]:
     return [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
 
 
-def is_complete(output_dir: Path, run_date: dt.date, input_dir: Path, model_id: str, version: str | None = None) -> bool:
-    """Whether a published run already covers this date's current inputs with this model/prompt/schema
-    (`version`: the model's prompt version, default the completion style's)."""
+def is_complete(output_dir: Path, run_date: dt.date, input_dir: Path, identity: RunIdentity) -> bool:
+    """Whether a published run already covers this date's current inputs with this model/prompt/schema."""
     inputs, skipped = discover(input_dir, (output_dir,))
     files = inputs + skipped  # the manifest counts skipped files too (each has its error row)
     n_files, n_bytes = len(files), sum(p.stat().st_size for p in files)
-    want = {"input_dir": str(input_dir.resolve()), "model_id": model_id, "prompt_version": version or prompt_version(),
-            "schema_version": schema_version(), "limit": None}
+    want = {"input_dir": str(input_dir.resolve()), **identity.row_fields(), "limit": None}
     for path in manifest_paths(output_dir):
         if path.parent.name != f"run_date={run_date.isoformat()}":
             continue
@@ -70,15 +69,15 @@ def is_complete(output_dir: Path, run_date: dt.date, input_dir: Path, model_id: 
 
 
 @task(name="plan-dates", cache_policy=NO_CACHE, persist_result=False)
-def plan_dates(input_root: Path, output_dir: Path, dates: list[dt.date], model_id: str,
-               force: bool, version: str | None = None) -> list[dict[str, Any]]:
+def plan_dates(input_root: Path, output_dir: Path, dates: list[dt.date], identity: RunIdentity,
+               force: bool) -> list[dict[str, Any]]:
     """Per date: `todo`, `complete` (skipped) or `no-input` (skipped)."""
     plan = []
     for day in dates:
         input_dir = input_root / day.isoformat()
         if not input_dir.is_dir():
             status, detail = "no-input", f"{input_dir} not found"
-        elif not force and is_complete(output_dir, day, input_dir, model_id, version):
+        elif not force and is_complete(output_dir, day, input_dir, identity):
             status, detail = "complete", "already done (--force re-runs it)"
         else:
             status, detail = "todo", ""
@@ -121,9 +120,8 @@ def backfill_flow(input_root: str, start: dt.date, end: dt.date, output_dir: str
     dates = date_range(start, end)
     model = resolve_model(model_dir) if model_dir else default_model_dir()
     engine = EngineOptions(**(options or {}).get("engine", {}))
-    plan = plan_dates(Path(input_root), Path(output_dir), dates,
-                      model_identity(model, engine.quantization, engine.kv_cache_dtype), force,
-                      prompt_version(model_template_sha(model)))
+    budgets = RunConfig(input_dir=Path(input_root), model_dir=model).max_tokens()  # the daily runs' defaults
+    plan = plan_dates(Path(input_root), Path(output_dir), dates, run_identity(model, engine, budgets), force)
     todo = [p["run_date"] for p in plan if p["status"] == "todo"]
     logger.info("%d dates: %d to run, %d complete, %d without input", len(dates), len(todo),
                 sum(p["status"] == "complete" for p in plan), sum(p["status"] == "no-input" for p in plan))

@@ -2,7 +2,7 @@
 
     ingest(input_dir, *, limit=None, default_currency=None, exclude=(), progress=False) -> IngestResult
         PDFs and transaction logs -> Arrow tables: documents, transactions, errors, files.
-    plan_units(ingest_result, model_id, version) -> tuple[list[WorkUnit], list[ErrorRecord]]
+    plan_units(ingest_result, identity) -> tuple[list[WorkUnit], list[ErrorRecord]]
         One unit per document, one per (account, month) window; deterministic row_ids.
     prepare_requests(units, tokenizer, max_model_len, max_tokens, bucket_size, bucket_tokens) -> PreparedRequests
         Exact token ids from the model's tokenizer, long-document policy, length buckets.
@@ -41,11 +41,11 @@ from pipeline.errors import (
     Unit,
     errors_from_table,
 )
-from pipeline.identity import stable_id
+from pipeline.identity import RunIdentity, stable_id
 from pipeline.infer.in_process import BucketResult, infer
 from pipeline.infer.progress import InferProgress
 from pipeline.ingest import IngestResult, ingest
-from pipeline.models import load_llm, model_identity, model_template_sha
+from pipeline.models import load_llm, model_identity
 from pipeline.output.datasets import (
     KIND_DATASET,
     dataset_schema,
@@ -65,17 +65,9 @@ from pipeline.output.sink import (
     roll_forward,
 )
 from pipeline.plan.bucketing import Bucket, PreparedRequests, prepare_requests
-from pipeline.plan.prompts import chat_template_sha
 from pipeline.plan.routing import route_long
 from pipeline.plan.windows import out_of_range
-from pipeline.plan.work import (
-    WorkUnit,
-    document_units,
-    output_settings,
-    prompt_version,
-    schema_version,
-    window_units,
-)
+from pipeline.plan.work import WorkUnit, document_units, run_identity, window_units
 
 __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm", "model_identity", "plan_units",
            "prepare_requests", "run_pipeline", "write_run"]
@@ -84,17 +76,15 @@ __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm"
 
 
 
-def plan_units(result: IngestResult, model_id: str, version: str | None = None, extraction: str = "auto",
-               settings: dict[str, str] | None = None) -> tuple[list[WorkUnit], list[ErrorRecord]]:
-    """Documents and account windows as work units (`version`: the prompt version their row ids carry; `extraction`:
-    "auto" reads embedded e-invoices, "model" sends every document to the model; `settings`: per kind, the
-    `output_settings` their row ids carry). A failure of the window
+def plan_units(result: IngestResult, identity: RunIdentity, extraction: str = "auto"
+               ) -> tuple[list[WorkUnit], list[ErrorRecord]]:
+    """Documents and account windows as work units whose row ids carry the run's `identity` (`extraction`:
+    "auto" reads embedded e-invoices, "model" sends every document to the model). A failure of the window
     aggregation becomes error rows (one per source file, accounting for its rows), never a crash."""
-    settings = settings or {}
-    units = document_units(result.documents, model_id, version, extraction, settings.get("document", ""))
+    units = document_units(result.documents, identity, extraction)
     errors: list[ErrorRecord] = []
     try:
-        windows = window_units(result.transactions, result.file_sha(), model_id, version, settings.get("window", ""))
+        windows = window_units(result.transactions, result.file_sha(), identity)
         for u in windows:
             reason = out_of_range(u.facts)
             if reason is None:
@@ -107,7 +97,7 @@ def plan_units(result: IngestResult, model_id: str, version: str | None = None, 
     except Exception as exc:
         counts = Counter(result.transactions.column("source_file").to_pylist())
         for f, n in sorted(counts.items()):
-            errors.append(ErrorRecord(row_id=stable_id("windows", f, model_id), unit=Unit.WINDOW, source_file=f,
+            errors.append(ErrorRecord(row_id=stable_id("windows", f, identity.model_id), unit=Unit.WINDOW, source_file=f,
                                       stage=Stage.PREPARE, error_class="WindowAggregationError",
                                       message=f"{type(exc).__name__}: {exc}", n_rows=n))
     return units, errors
@@ -149,21 +139,16 @@ class RunSummary:
         return self.manifest["reconciliation"]
 
 
-def _run_key(cfg: RunConfig, model_id: str, version: str, result: IngestResult, todo: list[str],
+def _run_key(cfg: RunConfig, identity: RunIdentity, result: IngestResult, todo: list[str],
              max_model_len: int | None, kv_capacity: int | None = None) -> str:
     """Names a run's staging: a resumed run must plan the same buckets, so everything that shapes them is here
     (the KV capacity too when it routes requests to the context-parallel engine)."""
     files = sorted(zip(result.files.column("source_file").to_pylist(), result.files.column("sha256").to_pylist()))
     extra = (kv_capacity,) if kv_capacity is not None else ()
-    return stable_id("run", cfg.run_date.isoformat(), model_id, version, schema_version(),
+    return stable_id("run", cfg.run_date.isoformat(), identity.model_id, identity.prompt_version,
+                     identity.schema_version,
                      cfg.max_tokens_document, cfg.max_tokens_window, cfg.bucket_size, cfg.bucket_tokens,
                      max_model_len, cfg.force, cfg.limit, cfg.extraction, files, sorted(todo), *extra, length=16)
-
-
-def _output_settings(cfg: RunConfig) -> dict[str, str]:
-    e = cfg.engine
-    return {"document": output_settings(dtype=e.dtype, max_tokens=cfg.max_tokens_document, max_model_len=e.max_model_len),
-            "window": output_settings(dtype=e.dtype, max_tokens=cfg.max_tokens_window, max_model_len=e.max_model_len)}
 
 
 def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> RunSummary:
@@ -214,9 +199,9 @@ class _Todo:
     tx_new: pa.Table
 
 
-def _plan(cfg: RunConfig, result: IngestResult, model_id: str, version: str, output_dir: Path) -> _Todo:
-    units, plan_errors = plan_units(result, model_id, version, cfg.extraction, _output_settings(cfg))
-    tx_table = transaction_rows(result.transactions, result.file_sha(), schema_version())
+def _plan(cfg: RunConfig, result: IngestResult, identity: RunIdentity, output_dir: Path) -> _Todo:
+    units, plan_errors = plan_units(result, identity, cfg.extraction)
+    tx_table = transaction_rows(result.transactions, result.file_sha(), identity.schema_version)
     done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions"))
     todo = [u for u in units if u.row_id not in done]
     tx_mask = pa.array([rid not in done for rid in tx_table.column("row_id").to_pylist()], pa.bool_())
@@ -249,10 +234,8 @@ def _infer_all(cfg: RunConfig, stages: Stages, staging: Staging, record: RunReco
 def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
     started = dt.datetime.now(dt.timezone.utc)
     output_dir = cfg.output_dir.resolve()
-    model_id = model_identity(cfg.model_dir, cfg.engine.quantization, cfg.engine.kv_cache_dtype)
-    # Chat-style prompts name the template's hash; it comes from the engine's tokenizer when one is passed in.
-    version = prompt_version(chat_template_sha(llm.tokenizer) if llm is not None else model_template_sha(cfg.model_dir))
-    run_fields = {"model_id": model_id, "prompt_version": version, "schema_version": schema_version()}
+    identity = run_identity(cfg.model_dir, cfg.engine, cfg.max_tokens(), llm.tokenizer if llm is not None else None)
+    run_fields = identity.row_fields()
     timings: dict[str, float] = {}
     check_output_dir(output_dir)
     with output_lock(output_dir):
@@ -262,7 +245,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
                                    exclude=(output_dir,), exclude_globs=tuple(cfg.exclude), limits=cfg.limits,
                                    progress=cfg.progress, bank_profiles=cfg.bank_profiles())
         with _timed(timings, "plan"):
-            todo = _plan(cfg, result, model_id, version, output_dir)
+            todo = _plan(cfg, result, identity, output_dir)
         if not todo.model:
             llm = None
         elif llm is None:
@@ -271,9 +254,9 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
         max_model_len = llm.max_model_len if llm is not None else cfg.engine.max_model_len
         # With --context-parallel, requests that do not fit this engine's KV cache go to a second engine.
         capacity = llm.kv_capacity_tokens if llm is not None and cfg.engine.context_parallel_size > 1 else None
-        run_key = _run_key(cfg, model_id, version, result, [u.row_id for u in todo.model + todo.direct],
+        run_key = _run_key(cfg, identity, result, [u.row_id for u in todo.model + todo.direct],
                            max_model_len, capacity)
-        record = RunRecord(started, run_key, model_id, version, result, todo.units, todo.skipped, todo.tx_table,
+        record = RunRecord(started, run_key, identity, result, todo.units, todo.skipped, todo.tx_table,
                            todo.tx_new, recovered, timings)
         drop_stale(output_dir, keep=run_key)
         staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
@@ -285,8 +268,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
         with _timed(timings, "prepare"):
             prepared = PreparedRequests()
             if llm is not None:
-                prepared = stages.prepare(todo.model, llm.tokenizer, max_model_len,
-                                          {"document": cfg.max_tokens_document, "window": cfg.max_tokens_window},
+                prepared = stages.prepare(todo.model, llm.tokenizer, max_model_len, cfg.max_tokens(),
                                           cfg.bucket_size, cfg.bucket_tokens)
             long_buckets: list[Bucket] = []
             if capacity is not None:

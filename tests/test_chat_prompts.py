@@ -10,10 +10,19 @@ from pathlib import Path
 import pytest
 
 from engine.tokenizer import Tokenizer
+from pipeline.identity import RunIdentity
 from pipeline.plan.prompts import (
     CHAT_DOCUMENT_TASK,
-    CHAT_SYSTEM, PROMPT_VERSION, chat_template_sha, document_messages, encode_prompt, prompt_version,
-    WINDOW_FACT_LABELS, render_document_prompt, render_window_prompt, window_messages,
+    CHAT_SYSTEM,
+    PROMPT_VERSION,
+    WINDOW_FACT_LABELS,
+    chat_template_sha,
+    document_messages,
+    encode_prompt,
+    prompt_version,
+    render_document_prompt,
+    render_window_prompt,
+    window_messages,
 )
 from pipeline.plan.work import document_row_id
 from tests.helpers.checkpoints import build_tokenizer
@@ -71,7 +80,7 @@ def test_template_hash_is_part_of_the_row_identity(tmp_path):
     b = chat_template_sha(_tokenizer(tmp_path / "b", LLAMA3_STYLE))
     versions = {prompt_version(None), prompt_version(a), prompt_version(b)}
     assert len(versions) == 3 and prompt_version(a).endswith(a[:12])
-    assert len({document_row_id("doc1", "m@1", v) for v in versions}) == 3
+    assert len({document_row_id("doc1", RunIdentity("m@1", v, "s1")) for v in versions}) == 3
     assert chat_template_sha(_tokenizer(tmp_path / "c", CHATML_SMOLLM)) == a  # same template, same identity
 
 

@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.config import RunConfig
 from pipeline.errors import VALUE_OUT_OF_RANGE, Stage, Unit
+from pipeline.identity import RunIdentity
 from pipeline.ingest import IngestResult
 from pipeline.output.sink import MANIFESTS, Staging
-from pipeline.plan.work import WorkUnit, schema_version
+from pipeline.plan.work import WorkUnit
 
 
 class Reconciliation(BaseModel):
@@ -101,8 +102,7 @@ class RunRecord:
 
     started: dt.datetime
     run_key: str
-    model_id: str
-    prompt_version: str
+    identity: RunIdentity
     ingested: IngestResult
     units: list[WorkUnit]
     skipped: Counter[str]  # units already published, by kind
@@ -166,8 +166,8 @@ def build_manifest(cfg: RunConfig, record: RunRecord, staging: Staging, llm: Any
     m = RunManifest(
         run_key=record.run_key, run_date=cfg.run_date.isoformat(), started_at=record.started.isoformat(),
         finished_at=finished.isoformat(), input_dir=str(cfg.input_dir.resolve()), output_dir=str(cfg.output_dir.resolve()),
-        model_dir=str(cfg.model_dir), model_id=record.model_id, prompt_version=record.prompt_version,
-        schema_version=schema_version(),
+        model_dir=str(cfg.model_dir), model_id=record.identity.model_id,
+        prompt_version=record.identity.prompt_version, schema_version=record.identity.schema_version,
         force=cfg.force, limit=cfg.limit, config=cfg.model_dump(mode="json"),
         engine_config=llm.config_summary() if llm is not None else {},
         engine_stats=llm.stats() if llm is not None else {},

@@ -1,7 +1,8 @@
 """Units of work: one extraction request per PDF document, one summary request per account window.
 
-    document_units(documents, model_id) -> list[WorkUnit]
-    window_units(transactions, file_sha, model_id) -> list[WorkUnit]
+    run_identity(cfg, tokenizer) -> RunIdentity   once per run
+    document_units(documents, identity) -> list[WorkUnit]
+    window_units(transactions, file_sha, identity) -> list[WorkUnit]
 
 A unit's `row_id` is deterministic: it hashes every input that can change the row (content, reader and
 grounding versions, prompt, schema, model with adapter and quantization, dtype, token budget, context length),
@@ -11,7 +12,9 @@ from `pipeline.plan.windows.window_facts` (polars); the model only classifies an
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
@@ -19,12 +22,13 @@ import pyarrow as pa
 
 import schemas
 from pipeline import grounding
-from pipeline.identity import stable_id
+from pipeline.identity import RunIdentity, stable_id
 from pipeline.ingest import einvoice, pdf_text
 from pipeline.ingest.einvoice import einvoice_fields
 from pipeline.ingest.transactions import transaction_row_id
+from pipeline.models import model_identity, model_template_sha
 from pipeline.plan import prompts
-from pipeline.plan.prompts import encode_prompt
+from pipeline.plan.prompts import chat_template_sha, encode_prompt
 from pipeline.plan.windows import window_facts
 
 Kind = Literal["document", "window"]
@@ -75,11 +79,22 @@ def output_settings(*, dtype: str, max_tokens: int, max_model_len: int | None) -
     return stable_id("settings", dtype, max_tokens, "model" if max_model_len is None else max_model_len, length=12)
 
 
-def document_row_id(doc_id: str, model_id: str, version: str | None = None, settings: str = "") -> str:
+def run_identity(model_dir: Path, engine: Any, max_tokens: Mapping[str, int], tokenizer: Any = None) -> RunIdentity:
+    """The run's identity, once: `engine` its EngineOptions, `max_tokens` the answer budget per request kind;
+    chat-style prompts name their template's hash, from `tokenizer` (a loaded engine's) or the model's files."""
+    template = chat_template_sha(tokenizer) if tokenizer is not None else model_template_sha(model_dir)
+    return RunIdentity(
+        model_id=model_identity(model_dir, engine.quantization, engine.kv_cache_dtype),
+        prompt_version=prompt_version(template), schema_version=schema_version(),
+        settings={kind: output_settings(dtype=engine.dtype, max_tokens=n, max_model_len=engine.max_model_len)
+                  for kind, n in max_tokens.items()})
+
+
+def document_row_id(doc_id: str, identity: RunIdentity) -> str:
     """A model's row depends on the file, the text read from it, the prompt, the schema, the model, the run
     options that change answers (`output_settings`) and what grounding lets it answer."""
-    return stable_id("document", doc_id, version or prompt_version(), schema_version(), model_id,
-                     grounding.GROUNDING_VERSION, pdf_text.TEXT_VERSION, settings)
+    return stable_id("document", doc_id, identity.prompt_version, identity.schema_version, identity.model_id,
+                     grounding.GROUNDING_VERSION, pdf_text.TEXT_VERSION, identity.settings.get("document", ""))
 
 
 def einvoice_row_id(doc_id: str) -> str:
@@ -87,19 +102,17 @@ def einvoice_row_id(doc_id: str) -> str:
     return stable_id("document", doc_id, einvoice.PARSER_VERSION, schema_version())
 
 
-def document_units(documents: pa.Table, model_id: str, version: str | None = None,
-                   extraction: str = "auto", settings: str = "") -> list[WorkUnit]:
-    """One unit per ingested PDF document (documents are already unique by content hash). `version`: the
-    prompt version (`prompt_version(template_sha)`), default the completion style's. With `extraction="auto"` a
-    PDF carrying an e-invoice this reader understands is extracted from its XML (`pipeline.ingest.einvoice`); "model"
-    sends every document to the model. `settings`: `output_settings` of the document requests."""
+def document_units(documents: pa.Table, identity: RunIdentity, extraction: str = "auto") -> list[WorkUnit]:
+    """One unit per ingested PDF document (documents are already unique by content hash). With
+    `extraction="auto"` a PDF carrying an e-invoice this reader understands is extracted from its XML
+    (`pipeline.ingest.einvoice`); "model" sends every document to the model."""
 
     units = []
     for row in documents.to_pylist():
         context = {k: row.get(k) for k in DOCUMENT_CONTEXT_FIELDS}
         xml = row.get("einvoice_xml")
         fields = einvoice_fields(xml) if extraction == "auto" and xml else None
-        row_id = einvoice_row_id(row["doc_id"]) if fields else document_row_id(row["doc_id"], model_id, version, settings)
+        row_id = einvoice_row_id(row["doc_id"]) if fields else document_row_id(row["doc_id"], identity)
         units.append(WorkUnit(row_id=row_id, kind="document", source_files=[row["source_file"]], text=row["text"],
                               context=context, extracted=fields))
     return units
@@ -121,10 +134,8 @@ def _membership(transactions: pa.Table, file_sha: dict[str, str]) -> pl.DataFram
     )
 
 
-def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str,
-                 version: str | None = None, settings: str = "") -> list[WorkUnit]:
-    """One unit per (account, month) window with the polars-computed facts the prompt states (`settings`:
-    `output_settings` of the window requests)."""
+def window_units(transactions: pa.Table, file_sha: dict[str, str], identity: RunIdentity) -> list[WorkUnit]:
+    """One unit per (account, month) window with the polars-computed facts the prompt states."""
     if transactions.num_rows == 0:
         return []
     members = {(r["account"], r["period_start"]): r for r in _membership(transactions, file_sha).iter_rows(named=True)}
@@ -135,8 +146,8 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], model_id: str
         if m is None:
             raise RuntimeError(f"window_facts returned a window with no transactions: {key}")
         fingerprint = stable_id("txset", m["tx_ids"])
-        row_id = stable_id("window", key[0], key[1], fingerprint, version or prompt_version(), schema_version(),
-                           model_id, settings, grounding.GROUNDING_VERSION)
+        row_id = stable_id("window", key[0], key[1], fingerprint, identity.prompt_version, identity.schema_version,
+                           identity.model_id, identity.settings.get("window", ""), grounding.GROUNDING_VERSION)
         units.append(WorkUnit(row_id=row_id, kind="window", source_files=list(m["source_files"]), facts=dict(facts),
                               context={"tx_fingerprint": fingerprint}, n_rows=int(m["n_rows"])))
     return units
