@@ -66,9 +66,10 @@ def ingest_cache_key(_ctx: Any, params: dict[str, Any]) -> str | None:
     input_dir = Path(params["input_dir"])
     if not input_dir.is_dir():
         return None
-    exclude = tuple(Path(p) for p in params.get("exclude") or ())
+    given = tuple(params.get("exclude") or ())  # folders as Paths, globs as strings (pipeline.ingest.ingest)
+    exclude = tuple(p for p in given if isinstance(p, Path))
     limit = params.get("limit")
-    globs = tuple(params.get("exclude_globs") or ())
+    globs = tuple(g for g in given if isinstance(g, str)) + tuple(params.get("exclude_globs") or ())
     files = input_fingerprint(input_dir, exclude, limit, globs)
     return "ingest-" + stable_id(str(input_dir), str(input_dir.resolve()), limit, params.get("default_currency"),
                                  code_fingerprint(), files, globs, _limits_key(params.get("limits")),

@@ -49,8 +49,8 @@ def ingest_task(input_dir: Path, *, limit: int | None = None, default_currency: 
                 bank_profiles: tuple[BankProfile, ...] | None = None) -> IngestResult:
     """Input folder -> Arrow tables. Cached by content: re-running history with a new model or
     prompt re-reads no PDFs."""
-    result = ingest(input_dir, limit=limit, default_currency=default_currency, exclude=exclude,
-                    exclude_globs=exclude_globs, limits=limits, progress=progress, bank_profiles=bank_profiles)
+    result = ingest(input_dir, limit=limit, default_currency=default_currency, exclude=(*exclude, *exclude_globs),
+                    limits=limits, progress=progress, bank_profiles=bank_profiles)
     get_run_logger().info("ingested %d files: %d documents, %d transaction rows, %d file/row errors",
                           result.files.num_rows, result.documents.num_rows, result.transactions.num_rows,
                           result.errors.num_rows)

@@ -1,6 +1,6 @@
 """The pipeline as plain, composable stages (the Prefect flows wrap these as tasks).
 
-    ingest(input_dir, *, limit=None, default_currency=None, exclude=(), progress=False) -> IngestResult
+    ingest(input_dir, *, limit=None, default_currency=None, exclude=(), limits=None, progress=False) -> IngestResult
         PDFs and transaction logs -> Arrow tables: documents, transactions, errors, files.
     plan_units(ingest_result, identity) -> tuple[list[WorkUnit], list[ErrorRecord]]
         One unit per document, one per (account, month) window; deterministic row_ids.
@@ -242,7 +242,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
         recovered = roll_forward(output_dir)
         with _timed(timings, "ingest"):
             result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
-                                   exclude=(output_dir,), exclude_globs=tuple(cfg.exclude), limits=cfg.limits,
+                                   exclude=(output_dir, *cfg.exclude), limits=cfg.limits,
                                    progress=cfg.progress, bank_profiles=cfg.bank_profiles())
         with _timed(timings, "plan"):
             todo = _plan(cfg, result, identity, output_dir)

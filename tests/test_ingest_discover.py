@@ -69,7 +69,7 @@ def test_explicit_exclude_globs_leave_files_out_without_error_rows_and_are_count
     (tmp_path / "archive" / "2023").mkdir(parents=True)
     (tmp_path / "archive" / "2023" / "old.csv").write_text(CSV)
     (tmp_path / "archive_keep.csv").write_text(CSV.replace("Coffee", "Tea"))
-    res = ingest(tmp_path, exclude_globs=("*.tmp", "archive", "_draft.csv"))
+    res = ingest(tmp_path, exclude=("*.tmp", "archive", "_draft.csv"))
     assert sorted(f["source_file"] for f in res.files.to_pylist()) == ["archive_keep.csv", "ok.csv"]
     assert res.errors.num_rows == 0 and res.excluded == 3
 

@@ -1,7 +1,7 @@
 """Ingestion stage: input directory -> Arrow tables (documents, transactions, errors, files).
 
-    ingest(input_dir, *, limit=None, default_currency=None, exclude=(), exclude_globs=(), limits=None,
-           progress=False) -> IngestResult
+    ingest(input_dir, *, limit=None, default_currency=None, exclude=(), limits=None, progress=False)
+        -> IngestResult
 
 Each file is isolated: it is parsed in a worker process under `IngestLimits` (size, pages, text length, time,
 memory), so whatever happens inside one file (corrupt PDF, unknown encoding, a parser bug, a hang in C code, a

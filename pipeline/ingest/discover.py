@@ -251,20 +251,21 @@ def ingest(
     *,
     limit: int | None = None,
     default_currency: str | None = None,
-    exclude: tuple[Path, ...] = (),
-    exclude_globs: tuple[str, ...] = (),
+    exclude: tuple[Path | str, ...] = (),
     limits: IngestLimits | None = None,
     progress: bool = False,
     worker: FileWorker | None = None,
     bank_profiles: tuple[BankProfile, ...] | None = None,
 ) -> IngestResult:
-    """Read every input file (the first `limit` in path order when given) into Arrow tables; each file is parsed
+    """Read every input file (the first `limit` in path order when given; `exclude`: folders such as the output
+    as Paths, and globs relative to `input_dir` as strings, left out on purpose) into Arrow tables; each file is parsed
     in a worker process under `limits` (`pipeline.ingest.worker`; `worker` passes one in). Delimited logs are
     read as the first matching `bank_profiles` entry says (default: the shipped profiles)."""
     root = Path(input_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"input directory not found: {root}")
-    paths, skipped, n_excluded = _walk(root, exclude, exclude_globs)
+    paths, skipped, n_excluded = _walk(root, tuple(p for p in exclude if isinstance(p, Path)),
+                                       tuple(g for g in exclude if isinstance(g, str)))
     if limit is not None:
         paths = paths[:limit]
     limits = limits or IngestLimits()
