@@ -6,20 +6,22 @@ Public API: `LLM`, `SamplingParams`, `RequestOutput`; `load_tokenizer` and `expo
 
 from engine.cpu_runtime import configure_cpu_threads
 
-configure_cpu_threads()
-
-# The public names load on first use (PEP 562), so `import engine` (which `pipeline` does first, for the CPU
-# runtime defaults above) costs no torch import in processes that never run a model, e.g. ingest workers.
+# Importing the engine changes nothing in the process: a program that runs it on CPU calls
+# `configure_cpu_threads()` before anything imports torch (the `pipeline` CLI does) for the OpenMP waiting default.
+# The public names load on first use (PEP 562), so `import engine` costs no torch import in processes that never
+# run a model, e.g. ingest workers.
 _API = {
     "EngineError": "engine.errors", "ModelLoadError": "engine.errors", "LLM": "engine.llm",
     "export_hf_checkpoint": "engine.models.export", "load_tokenizer": "engine.models.export",
     "RequestMetrics": "engine.outputs", "RequestOutput": "engine.outputs",
     "quantize_checkpoint": "engine.quantization", "SamplingParams": "engine.sampling_params",
-    "SpeculativeConfig": "engine.speculative.config",
+    "SpeculativeConfig": "engine.speculative.config", "EngineConfig": "engine.config",
+    "EngineSettings": "engine.config",
 }
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint",
-           "load_tokenizer", "export_hf_checkpoint", "SpeculativeConfig"]
+           "load_tokenizer", "export_hf_checkpoint", "SpeculativeConfig", "EngineConfig", "EngineSettings",
+           "configure_cpu_threads"]
 
 
 def __getattr__(name: str) -> object:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.cpu_runtime import configure_cpu_threads
+
 
 def _cmd_run(args: argparse.Namespace) -> int:
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
@@ -240,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    configure_cpu_threads()  # the engine's OpenMP waiting default, before any command loads torch
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "accepts_any_arguments", False):

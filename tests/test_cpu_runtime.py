@@ -53,3 +53,29 @@ def test_openmp_waiting_default_is_a_bounded_spin_unless_the_operator_chose() ->
             assert env == chosen
     finally:
         sys.modules["torch"] = torch_mod
+
+
+def test_importing_the_packages_changes_no_environment_variable() -> None:
+    """Library users decide their process environment; only the CLI entry point applies the OpenMP default."""
+    import subprocess
+    import sys
+
+    # third-party libraries first (polars sets its allocator's variable on import): only our own imports count
+    code = ("import os, polars, pyarrow, pydantic; before = dict(os.environ); "
+            "import engine, pipeline, pipeline.run, bench, eval; "
+            "changed = sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)); "
+            "print(changed)")
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_cli_entry_point_applies_the_openmp_default_before_torch_loads() -> None:
+    import subprocess
+    import sys
+
+    code = ("import os, sys; from pipeline.cli import main; main(['models', 'list']); "
+            "print(os.environ.get('GOMP_SPINCOUNT'), 'torch' in sys.modules)")
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip().splitlines()[-1].split()[0] == "20000"
