@@ -2,13 +2,13 @@
 
     task               wraps (pipeline.run)        retries        cache
     ingest             ingest                      2              input paths + content hashes + code (flows.caching)
-    load-model         load_llm                    1              none; the engine is process-wide (below)
+    load-model         EngineCache.load            1              none; loaded engines are kept (below)
     prepare-requests   prepare_requests            0              none (cheap; its inputs are large)
     infer-<bucket id>  infer, one bucket per run   2 (+ engine)   none: pipeline staging resumes per bucket
     write-partition    write_run                   3              none (commit + idempotent publish)
 
-The model is loaded once per process: `pipeline.models.load_llm` memoises one engine per (model dir,
-engine options), the one process-global. Under `flow.serve` or a worker every flow run is its own
+The model is loaded once per process: the flow process owns one `pipeline.models.EngineCache` (`ENGINES`), which
+keeps an engine per (model dir, engine settings). Under `flow.serve` or a worker every flow run is its own
 process, so a nightly run (or a whole backfill) loads the model once, not once per task.
 
 Large arguments are passed wrapped in `quote` so Prefect does not walk them for dependencies;
@@ -30,7 +30,7 @@ from flows.caching import ingest_cache_key
 from pipeline.infer.in_process import BucketResult, infer
 from pipeline.ingest import IngestLimits, IngestResult, ingest
 from pipeline.ingest.profiles import BankProfile
-from pipeline.models import load_llm
+from pipeline.models import EngineCache
 from pipeline.output.sink import Staging
 from pipeline.plan.bucketing import Bucket, PreparedRequests
 from pipeline.run import Stages, prepare_requests, write_run
@@ -57,10 +57,14 @@ def ingest_task(input_dir: Path, *, limit: int | None = None, default_currency: 
     return result
 
 
+# The flow process's engines: the orchestrator is the caller that runs many pipeline runs in one process.
+ENGINES = EngineCache()
+
+
 @task(name="load-model", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE, persist_result=False)
 def load_model_task(model_dir: Path, engine_kwargs: dict[str, Any]) -> Any:
     """The engine for this model and config, loaded on first use in this process."""
-    return load_llm(model_dir, **engine_kwargs)
+    return ENGINES.load(model_dir, **engine_kwargs)
 
 
 @task(name="prepare-requests", cache_policy=NO_CACHE, persist_result=False)

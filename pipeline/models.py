@@ -6,7 +6,7 @@
     install_model(name) -> Path           pip-installs the registry entry's wheel and checks the file's hash
     model_identity(path, quantization, kv_cache_dtype) -> str   part of every row_id
     model_template_sha(path) -> str|None  the chat template's hash (None: completion-style prompts)
-    load_llm(path, **engine_kwargs)       one engine per process and config
+    load_llm(path, **engine_kwargs)       a fresh engine; EngineCache keeps loaded ones for a caller that runs often
 
 The registry holds real models that install offline from a package registry. The installed package itself is
 the record of where the weights lie (resolved with importlib), so nothing can go stale when a venv is rebuilt.
@@ -19,6 +19,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -199,19 +200,33 @@ def model_template_sha(model: str | Path) -> str | None:
     return _template_sha(str(root), _stamp(root))
 
 
-@lru_cache(maxsize=2)
-def _load_llm_cached(model: str, frozen: tuple[tuple[str, Any], ...]) -> Any:
-
-    base, adapter = model_parts(model)
-    kwargs = {k: json.loads(v[len(_JSON):]) if isinstance(v, str) and v.startswith(_JSON) else v for k, v in frozen}
-    return engine.LLM(str(base), adapter=str(adapter) if adapter else None, **kwargs)
-
-
-_JSON = "\0json:"  # marks a dict argument (speculative_config) frozen to a string for the cache key
-
-
 def load_llm(model: str | Path, **engine_kwargs: Any) -> Any:
-    """Load (once per process for a given model and engine config) an `engine.LLM`."""
-    frozen = tuple(sorted((k, _JSON + json.dumps(v, sort_keys=True) if isinstance(v, dict) else v)
-                          for k, v in engine_kwargs.items()))
-    return _load_llm_cached(str(Path(model).resolve()), frozen)
+    """A fresh `engine.LLM` for a resolved model (base plus any adapter) and engine settings."""
+    base, adapter = model_parts(Path(model).resolve())
+    return engine.LLM(str(base), adapter=str(adapter) if adapter else None, **engine_kwargs)
+
+
+class EngineCache:
+    """Loaded engines by (model, engine settings), owned by a caller that runs several runs in one process (a flow
+    worker, a backfill, an evaluation), so each model is loaded once; at most `capacity` engines stay loaded, the
+    least recently used is closed first."""
+
+    def __init__(self, capacity: int = 2) -> None:
+        self.capacity = capacity
+        self._engines: OrderedDict[str, Any] = OrderedDict()
+
+    def load(self, model: str | Path, **engine_kwargs: Any) -> Any:
+        key = json.dumps([str(Path(model).resolve()), engine_kwargs], sort_keys=True, default=str)
+        if key in self._engines:
+            self._engines.move_to_end(key)
+            return self._engines[key]
+        llm = load_llm(model, **engine_kwargs)
+        self._engines[key] = llm
+        while len(self._engines) > self.capacity:
+            _, old = self._engines.popitem(last=False)
+            old.close()
+        return llm
+
+    def close(self) -> None:
+        while self._engines:
+            self._engines.popitem()[1].close()

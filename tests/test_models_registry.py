@@ -76,3 +76,16 @@ def test_models_list_cli(capsys):
 
     assert main(["models", "list"]) == 0
     assert "smollm2-135m-instruct" in capsys.readouterr().out
+
+
+def test_engine_cache_loads_each_model_and_settings_once_and_evicts_the_least_recent():
+    from pipeline.config import demo_model_dir
+    from pipeline.models import EngineCache
+
+    cache = EngineCache(capacity=1)
+    a = cache.load(demo_model_dir(), dtype="float32")
+    assert cache.load(demo_model_dir(), dtype="float32") is a  # the same model and settings: the loaded engine
+    b = cache.load(demo_model_dir(), dtype="float32", max_num_seqs=8)  # other settings: another engine
+    assert b is not a and b.config.max_num_seqs == 8
+    assert cache.load(demo_model_dir(), dtype="float32") is not a  # a was evicted (capacity 1)
+    cache.close()
