@@ -46,35 +46,66 @@ class BlockStats:
     duplicates_dropped: int = 0  # full blocks computed twice, swapped for the cached copy
 
 
+class FreeBlocks:
+    """The free blocks, oldest first (an LRU: unreferenced cached blocks are evicted in that order), and where a
+    new block comes from. One list in one process; one per rank, with its own placement, under context
+    parallelism (engine/distributed/block_manager.py)."""
+
+    def __init__(self, lists: list[OrderedDict[int, None]]) -> None:
+        self.lists = lists
+
+    @classmethod
+    def single(cls, num_blocks: int) -> FreeBlocks:
+        return cls([OrderedDict((i, None) for i in range(1, num_blocks + 1))])
+
+    def list_of(self, bid: int) -> OrderedDict[int, None]:
+        """The list block `bid` belongs to."""
+        return self.lists[0]
+
+    def take_new(self, seq: Sequence, j: int, need: int) -> int:
+        """A free block for the j-th of `need` new blocks of `seq` (its logical index is len(seq.block_table));
+        placement policies use all three. Here: the oldest free block."""
+        return self.lists[0].popitem(last=False)[0]
+
+    def remove(self, bid: int) -> None:
+        """Block `bid` (free and cached) is referenced again."""
+        self.list_of(bid).pop(bid)
+
+    def put(self, bid: int, reuse_first: bool) -> None:
+        """Block `bid` is free again: last in the LRU if it holds a cached prefix, else first (reused first)."""
+        free = self.list_of(bid)
+        free[bid] = None
+        if reuse_first:
+            free.move_to_end(bid, last=False)
+
+    def __len__(self) -> int:
+        return sum(len(f) for f in self.lists)
+
+    def note_usage(self) -> None:
+        """Called whenever blocks were taken (per-list peaks are kept by those who report them)."""
+
+
 class BlockManager:
     """Manages blocks 1..num_blocks of the pool; block 0 is the zeroed null block that padding points at."""
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True) -> None:
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
+                 free: FreeBlocks | None = None) -> None:
         if num_blocks < 1:
             raise ValueError("the KV cache must hold at least one block")
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self.blocks = [_Block(i) for i in range(num_blocks + 1)]
-        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(1, num_blocks + 1))  # LRU: oldest first
+        self.free = free or FreeBlocks.single(num_blocks)
+        num_ids = max(max(f) for f in self.free.lists if f) + 1
+        self.blocks = [_Block(i) for i in range(num_ids)]
         # Blocks handed out for the first time since start; the runner zeroes them before use (see take_fresh_blocks).
-        self._ever_used = bytearray(num_blocks + 1)
+        self._ever_used = bytearray(num_ids)
         self._fresh: list[int] = []
         self.cached: dict[int, int] = {}  # chain hash -> block id
-        self.stats = BlockStats(total=num_blocks)
+        self.stats = BlockStats(total=len(self.free))
         self._inflight: dict[int, int] = {}  # chain hash of a block being prefilled -> count
         # Requests waiting for a prefix another request is prefilling, parked under that block's chain hash and
         # handed back (release/publish) when it is published: admission stays O(admitted), not O(waiting).
         self.parked: dict[int, list[Sequence]] = {}
-
-    # ---- the free lists (one here; a sharded pool keeps one per rank) --------------------------------------
-    def _free_list(self, bid: int) -> OrderedDict[int, None]:
-        """The LRU free list block `bid` returns to."""
-        return self.free
-
-    def _pop_free(self, seq: Sequence, j: int, need: int) -> int:
-        """Take a free block for the j-th of `need` new blocks of `seq` (its logical index is
-        len(seq.block_table)); placement policies use all three. Here: the oldest free block."""
-        return self.free.popitem(last=False)[0]
 
     # ---- capacity -------------------------------------------------------------------------------------------
     @property
@@ -134,7 +165,7 @@ class BlockManager:
     def _take(self, bid: int) -> None:
         block = self.blocks[bid]
         if block.ref_count == 0:
-            self._free_list(bid).pop(bid)
+            self.free.remove(bid)
         block.ref_count += 1
 
     # ---- admission: what the scheduler asks ------------------------------------------------------------------
@@ -251,7 +282,7 @@ class BlockManager:
         if need > self.num_free:
             return False
         for j in range(need):
-            bid = self._pop_free(seq, j, need)
+            bid = self.free.take_new(seq, j, need)
             block = self.blocks[bid]
             if block.hash is not None:
                 self.cached.pop(block.hash, None)
@@ -293,10 +324,7 @@ class BlockManager:
         block = self.blocks[bid]
         block.ref_count -= 1
         if block.ref_count == 0:
-            free = self._free_list(bid)
-            free[bid] = None
-            if block.hash is None:
-                free.move_to_end(bid, last=False)  # uncached blocks are reused first
+            self.free.put(bid, reuse_first=block.hash is None)  # uncached blocks are reused first
 
     def free_sequence(self, seq: Sequence) -> None:
         """Return a sequence's blocks; the tail goes first into the LRU so shared prefixes outlive it."""
@@ -309,3 +337,4 @@ class BlockManager:
         used = self.num_used
         if used > self.stats.peak_used:
             self.stats.peak_used = used
+        self.free.note_usage()

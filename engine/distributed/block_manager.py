@@ -17,29 +17,22 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from engine.block_manager import BlockManager
+from engine.block_manager import BlockManager, FreeBlocks
 from engine.sequence import Sequence
 
 
-class ShardedBlockManager(BlockManager):
-    def __init__(self, num_ranks: int, blocks_per_rank: int, block_size: int,
-                 enable_prefix_caching: bool = True) -> None:
-        if num_ranks < 1 or blocks_per_rank < 1:
-            raise ValueError("each rank's KV cache must hold at least one block")
+class RankedFreeBlocks(FreeBlocks):
+    """One LRU free list per rank (global id = rank * stride + local id), with the zigzag placement above."""
+
+    def __init__(self, num_ranks: int, blocks_per_rank: int) -> None:
         self.num_ranks = num_ranks
         self.stride = blocks_per_rank + 1
-        super().__init__(num_ranks * self.stride - 1, block_size, enable_prefix_caching)
-        self.free = OrderedDict()  # unused: one free list per rank below
-        self.free_by_rank = [OrderedDict((r * self.stride + i, None) for i in range(1, self.stride))
-                             for r in range(num_ranks)]
-        self.stats.total = num_ranks * blocks_per_rank
+        super().__init__([OrderedDict((r * self.stride + i, None) for i in range(1, self.stride))
+                          for r in range(num_ranks)])
         self.peak_used_by_rank = [0] * num_ranks
 
-    def rank_of(self, bid: int) -> int:
-        return bid // self.stride
-
-    def local_id(self, bid: int) -> int:
-        return bid % self.stride
+    def list_of(self, bid: int) -> OrderedDict[int, None]:
+        return self.lists[bid // self.stride]
 
     def placement(self, seq: Sequence, j: int, need: int) -> int:
         """The rank that should hold the j-th of `need` new blocks of `seq` (see the module docstring)."""
@@ -49,24 +42,45 @@ class ShardedBlockManager(BlockManager):
             return chunk if chunk < n else 2 * n - 1 - chunk
         return len(seq.block_table) % n
 
-    def _free_list(self, bid: int) -> OrderedDict[int, None]:
-        return self.free_by_rank[bid // self.stride]
-
-    def _pop_free(self, seq: Sequence, j: int, need: int) -> int:
+    def take_new(self, seq: Sequence, j: int, need: int) -> int:
         rank = self.placement(seq, j, need)
-        if not self.free_by_rank[rank]:
-            rank = max(range(self.num_ranks), key=lambda r: len(self.free_by_rank[r]))
-        return self.free_by_rank[rank].popitem(last=False)[0]
-
-    @property
-    def num_free(self) -> int:
-        return sum(len(f) for f in self.free_by_rank)
+        if not self.lists[rank]:  # that rank is full: the rank with most free blocks takes its turn
+            rank = max(range(self.num_ranks), key=lambda r: len(self.lists[r]))
+        return self.lists[rank].popitem(last=False)[0]
 
     def used_by_rank(self) -> list[int]:
-        return [self.stride - 1 - len(f) for f in self.free_by_rank]
+        return [self.stride - 1 - len(f) for f in self.lists]
 
-    def _touch_peak(self) -> None:
-        super()._touch_peak()
+    def note_usage(self) -> None:
         for r, used in enumerate(self.used_by_rank()):
             if used > self.peak_used_by_rank[r]:
                 self.peak_used_by_rank[r] = used
+
+
+class ShardedBlockManager(BlockManager):
+    """The KV-cache manager of N ranks: the same prefix identity and accounting, over ranked free lists."""
+
+    def __init__(self, num_ranks: int, blocks_per_rank: int, block_size: int,
+                 enable_prefix_caching: bool = True) -> None:
+        if num_ranks < 1 or blocks_per_rank < 1:
+            raise ValueError("each rank's KV cache must hold at least one block")
+        self.ranked = RankedFreeBlocks(num_ranks, blocks_per_rank)
+        super().__init__(num_ranks * blocks_per_rank, block_size, enable_prefix_caching, free=self.ranked)
+
+    @property
+    def stride(self) -> int:
+        """Global ids per rank (its blocks and its null block)."""
+        return self.ranked.stride
+
+    def rank_of(self, bid: int) -> int:
+        return bid // self.ranked.stride
+
+    def local_id(self, bid: int) -> int:
+        return bid % self.ranked.stride
+
+    def used_by_rank(self) -> list[int]:
+        return self.ranked.used_by_rank()
+
+    @property
+    def peak_used_by_rank(self) -> list[int]:
+        return self.ranked.peak_used_by_rank
