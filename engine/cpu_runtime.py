@@ -1,20 +1,15 @@
 """Process-level CPU runtime settings the engine depends on for speed: OpenMP waiting and the C allocator.
 
 Threads. An engine step is hundreds of short parallel regions, so how OpenMP threads wait between them matters.
-Unbounded spinning stalls every region whenever another process holds a core (measured on the 2-core dev box under
-a load of ~6, a 2-thread decode step of a tiny model: 78-143 ms spinning vs 10.3 ms passive). Fully passive
-waiting pays a futex sleep and wake-up per region instead: on the idle box 9% of the standard benchmark's time went
-to the kernel and the run took 74.8 s (bf16) / 70.3 s (int8) vs 63.1 / 59.9 s with a bounded spin of
-GOMP_SPINCOUNT=20000 before sleeping; with two busy processes on the two cores the bounded spin measured 5.3 and
-8.7 s vs 6.3 and 6.0 s passive on a short run (no collapse). So the default is the bounded spin; set
-OMP_WAIT_POLICY or GOMP_SPINCOUNT yourself to override it.
+Unbounded spinning stalls every region whenever another process holds a core; fully passive waiting pays a futex
+sleep and wake-up per region. A bounded spin (GOMP_SPINCOUNT=20000) before sleeping beat both on the idle and the
+busy dev box (figures: docs/bench/design-choices.md). Set OMP_WAIT_POLICY or GOMP_SPINCOUNT yourself to override it.
 
 Allocator. Every engine step allocates and frees many MB-sized tensors (KV gathers, activations, int8 GEMM
 intermediates). glibc serves those with fresh mmap()s and hands them back to the kernel on free, so every step
-page-faults its working set in again. Measured on the dev box (16 requests x 48 tokens, smollm2-135m shapes,
-2 threads): 1.1-1.2 M minor page faults and ~2.5 s of system time per run; keeping freed memory in the heap cut
-faults 12x and wall time 10-16%. So a CPU engine raises glibc's mmap threshold to its maximum and stops trimming
-the heap, unless the process already chose (MALLOC_* variables, or a preloaded jemalloc/tcmalloc).
+page-faults its working set in again. So a CPU engine raises glibc's mmap threshold to its maximum and stops
+trimming the heap (fewer faults, less wall time: docs/bench/design-choices.md), unless the process already chose
+(MALLOC_* variables, or a preloaded jemalloc/tcmalloc).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def resolve_dtype(name: str, cfg: ModelConfig, device: torch.device) -> torch.dt
     dtype = DTYPES.get(str(cfg.torch_dtype), torch.float32)
     if device.type == "cpu" and dtype in (torch.float16, torch.bfloat16):
         # CPU fp16 GEMMs are slow and bf16 keeps the range, but only where the CPU has bf16 instructions: without
-        # them (AVX2-only CPUs) a bf16 GEMM measured ~1 GFLOP/s against ~130 in float32.
+        # them (AVX2-only CPUs) a bf16 GEMM is two orders of magnitude slower than float32 (design-choices.md).
         return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
     return dtype
 

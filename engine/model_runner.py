@@ -149,8 +149,8 @@ class ModelRunner:
 
     def _upload(self, step: HostStep) -> StepInputs:
         """The eager step's tensors, from one host-to-device copy. Decode rows are padded to whole blocks per
-        group: attention gathers block rows (bs * head_dim contiguous values each), which measured 2-3x faster than
-        gathering token rows; missing blocks point at the zeroed null block 0 and are masked by kv_lens."""
+        group: attention gathers block rows (bs * head_dim contiguous values each), faster than gathering token rows
+        (docs/bench/design-choices.md); missing blocks point at the zeroed null block 0 and are masked by kv_lens."""
         bs = self.block_size
         ids, pos, slots, kv_lens, logits_rows = step.ids, step.pos, step.slots, step.kv_lens, step.logits_rows
         groups, tables, segments = step.groups, step.tables, step.segments

@@ -286,7 +286,8 @@ class StructuredOutputBackend:
 
 
 def _unpack_np(mask: torch.Tensor) -> torch.Tensor:
-    """CPU int32 bitmask [n, words] -> bool [n, words * 32]; numpy's unpackbits is ~10x faster than torch shifts."""
+    """CPU int32 bitmask [n, words] -> bool [n, words * 32]; numpy's unpackbits is much faster than torch shifts
+    (docs/bench/design-choices.md)."""
     if sys.byteorder != "little":  # the uint8 view below assumes little-endian words
         return ((mask.unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1).bool().view(mask.shape[0], -1)
     bits = np.unpackbits(np.ascontiguousarray(mask.numpy()).view(np.uint8), axis=1, bitorder="little")

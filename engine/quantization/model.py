@@ -2,8 +2,8 @@
 weights.
 
 The LM head is quantized on load (pre-quantized checkpoints keep it in float): at decode's few rows its GEMM is
-the largest single matmul of a step and ran at ~55% of the bf16 peak, and the int8 one takes about half the time
-(smollm2-135m shapes, 16-128 rows). The embedding table stays in the model dtype for lookups, so with tied
+the largest single matmul of a step, well below the bf16 peak, and the int8 one is faster
+(docs/bench/design-choices.md). The embedding table stays in the model dtype for lookups, so with tied
 embeddings the int8 head is an extra copy (half the bytes of a bf16 table). Its accuracy cost is measured with
 `pipeline eval` (README).
 """

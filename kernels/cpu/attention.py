@@ -3,10 +3,8 @@
 (kernels/cpu/elementwise.py) where it was built.
 
 Decode rows read their keys and values in place through the block table (kernels/cpu/paged_decode.cpp), which
-removes the per-layer gather of every running sequence's KV into a dense copy. On the standard benchmark's
-decode shapes (64 rows, ~1000 keys, smollm2-135m heads, bf16, 2 threads) one layer took ~16 ms with the
-gather + batched matmuls, 12.4 ms as a torch.compile'd gather-and-reduce (inductor's C++ backend, tried
-first), and ~4 ms in place.
+removes the per-layer gather of every running sequence's KV into a dense copy: several times faster than the
+gather + batched matmuls or a torch.compile'd gather-and-reduce (docs/bench/design-choices.md).
 """
 
 from __future__ import annotations

@@ -7,10 +7,9 @@ cached key and the chunk's own keys causally, so it runs twice — cached keys u
 and the two partials are merged by their log-sum-exps. That keeps both calls on the fast, mask-free path (a
 spelled-out mask makes SDPA compute every score).
 
-Measured on a 2-core AVX2 EPYC, float32, smollm2-135m heads (9 query / 3 KV heads of 64): 1.6-2.8x the query-block
-path (kernels/reference/attention.py: two batched matmuls and a softmax per block of 128 queries) at 256-2048
-tokens. Used for float32; bf16/fp16 keep the query-block path with the fused softmax (measured faster on AVX-512
-machines when it was written; not re-measured since: no such machine in the later sessions).
+Used for float32, where it beat the query-block path (kernels/reference/attention.py: two batched matmuls and a
+softmax per block of 128 queries); bf16/fp16 keep the query-block path with the fused softmax. Figures:
+docs/bench/design-choices.md.
 """
 
 from __future__ import annotations

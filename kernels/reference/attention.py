@@ -6,7 +6,7 @@ layer into [Hkv, G, L, D] and runs two batched matmuls, with the query heads tha
 
 Causal prefill segments (with or without cached context) run on CPU as query blocks of PREFILL_BLOCK rows: each
 block multiplies only the keys up to its last position (skipping the upper triangle) and masks only its diagonal
-tile. On this CPU that measured 1.3-1.8x faster than SDPA's fused CPU kernel, whose masked path computes every
+tile. That is faster than SDPA's fused CPU kernel (docs/bench/design-choices.md), whose masked path computes every
 score and whose causal path runs well below GEMM speed. Scores stay in the model dtype and the softmax accumulates
 in float32, as Hugging Face's eager attention does. Elsewhere (CUDA) and for sliding windows, SDPA is used.
 """
@@ -52,8 +52,8 @@ def _decode_group(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 def gather_rows(pool: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """pool: [Hkv, N, W]; returns pool[:, index] as a new [Hkv, len(index), W] tensor.
 
-    On CPU, index_select along dim 1 takes a slow element-wise path; one dim-0 select per head into the output
-    measured 5-16x faster (smollm2 decode and prefix shapes). Elsewhere the single call is kept."""
+    On CPU, index_select along dim 1 takes a slow element-wise path; one dim-0 select per head into the output is
+    several times faster (docs/bench/design-choices.md). Elsewhere the single call is kept."""
     if pool.device.type != "cpu":
         return pool.index_select(1, index)
     out = torch.empty((pool.shape[0], index.numel(), pool.shape[2]), dtype=pool.dtype, device=pool.device)

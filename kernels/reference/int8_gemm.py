@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 QMAX = 127  # symmetric: -128 is never produced, so negation cannot overflow
-# Rows per block in w8a8_linear (measured best of 64/128/256/512 on the smollm2-135m shapes, 2 MiB L2).
+# Rows per block in w8a8_linear (the best of 64/128/256/512 on the smollm2-135m shapes: docs/bench/design-choices.md).
 ROW_BLOCK = 256
 # Rows whose absolute maximum is below this quantize to zeros instead of dividing by (near) zero.
 _MIN_AMAX = 1e-10
@@ -60,7 +60,7 @@ def int8_mm(xq: torch.Tensor, qweight: torch.Tensor) -> torch.Tensor:
     n = qweight.shape[0]
     if _int_mm_supported(m, k, n, xq.device):
         # Passing the [N, K] weight transposed (not a contiguous [K, N] copy) lets oneDNN take its
-        # fast path for small M; measured 5x faster at M=1 and equal at larger M.
+        # fast path for small M (docs/bench/design-choices.md).
         return torch._int_mm(xq, qweight.t())
     # float64 holds every int32 sum exactly (|sum| <= 127 * 127 * K << 2**53).
     return (xq.to(torch.float64) @ qweight.to(torch.float64).t()).to(torch.int32)
@@ -75,8 +75,8 @@ def w8a8_linear(
 ) -> torch.Tensor:
     """y = x @ (qweight * scale).T + bias with x quantized per token; returns x.dtype.
 
-    Rows go through in blocks of ROW_BLOCK so the float32 epilogue's intermediates stay in L2: at 2048 rows
-    x 3072 outputs the unblocked version streams ~25 MB per pass and measured 1.1x bf16 instead of 1.6x.
+    Rows go through in blocks of ROW_BLOCK so the float32 epilogue's intermediates stay in L2 instead of streaming
+    through memory on every pass (docs/bench/design-choices.md).
     """
     x2, lead = _flatten(x)
     m, n = x2.shape[0], qweight.shape[0]

@@ -1,11 +1,11 @@
 """OCR for PDF pages without a text layer: pypdfium2 renders the page, Tesseract (through pytesseract) reads it.
 
-Each image-only page is rendered at its scanned image's own resolution (`OcrSettings`: measured on the shared scanned receipts by `scripts/ocr_settings.py`, docs/eval/ocr-settings.md).
-Tesseract rather than RapidOCR, measured on the shared scans at 300 dpi: on the Linn brochure, whose reference
-transcription ships beside it, Tesseract 5.3 matched 97.9% of the words (99.1% of the characters), RapidOCR's
-bundled PP-OCRv4 models 71.6% (76%: they run Latin words together). Tesseract's orientation detection (OSD)
-turns pages scanned sideways or upside down before they are read. It runs single-threaded (OMP_THREAD_LIMIT=1):
-its OpenMP threads made a page 4x slower on a busy 2-core machine.
+Each image-only page is rendered at its scanned image's own resolution (`OcrSettings`, chosen with
+`scripts/ocr_settings.py` on the shared scanned receipts). Tesseract rather than RapidOCR: it read the shared scans'
+words far more exactly (RapidOCR's bundled models run Latin words together). Tesseract's orientation detection
+(OSD) turns pages scanned sideways or upside down before they are read. It runs single-threaded
+(OMP_THREAD_LIMIT=1): its own OpenMP threads slowed a page down on a busy machine. Figures: docs/eval/ocr-settings.md
+and docs/bench/design-choices.md.
 Tesseract is a Debian package (`scripts/setup.sh` installs it with the language packs); without it OCR is off and
 image-only pages stay `NeedsOCR`.
 """
@@ -94,10 +94,8 @@ def _read_upright(image, notes: list[str], page: int, langs: str, config: str) -
 class OcrSettings:
     """How a page is read. `dpi=None` renders each image-only page at its scanned image's own pixel density
     (no resampling of a phone photo into a 300 dpi page several times its size), never below `min_dpi`, with
-    Tesseract's automatic page segmentation (mode 3). Measured by `scripts/ocr_settings.py` on 30 shared scanned
-    receipts: gold amounts, dates and issuers found in 76% of cases at 2.9 s a page, against 67% at 5.0 s at
-    300 dpi; mode 4 (one column) read 78% of the receipts but lost a quarter of a two-column brochure's words, so
-    the automatic mode stays (docs/eval/ocr-settings.md)."""
+    Tesseract's automatic page segmentation (mode 3): more gold fields found, faster, than at 300 dpi; mode 4 (one
+    column) read receipts slightly better but lost much of a two-column brochure (docs/eval/ocr-settings.md)."""
 
     dpi: int | None = None
     min_dpi: int = 150
