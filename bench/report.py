@@ -11,8 +11,6 @@ from rich.table import Table
 
 from bench.floor import describe as describe_floor
 
-CHART_FILES = ("throughput.png", "latency.png")
-
 
 def _num(v: float | None, fmt: str = ".1f") -> str:
     return "-" if v is None else format(v, fmt)

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 @dataclass
 class RequestMetrics:
     arrival_time: float
-    first_scheduled_time: float | None = None
     first_token_time: float | None = None
     finish_time: float | None = None
     num_prompt_tokens: int = 0

@@ -163,7 +163,6 @@ class RunConfig(BaseModel):
     max_tokens_window: int = Field(default=160, ge=8)
     bucket_size: int = Field(default=32, ge=1, description="max requests per bucket")
     bucket_tokens: int = Field(default=32768, ge=256, description="max prompt tokens per bucket")
-    long_document_policy: Literal["truncate"] = "truncate"
     extraction: Literal["auto", "model"] = Field(
         default="auto", description="auto: PDFs carrying an e-invoice (ZUGFeRD, Factur-X, XRechnung, UBL) are read "
                                     "from its XML; model: every document goes to the model")

@@ -60,7 +60,6 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "rekening", "konto", "kontonummer", "account iban",
     ),
 }
-ROLES = tuple(SYNONYMS)
 _PAREN_CURRENCY = re.compile(r"^(.*?)\s*[\(\[]\s*([A-Za-z]{3})\s*[\)\]]\s*$")
 
 
