@@ -16,14 +16,10 @@ from engine.models.llama import LlamaModel
 from engine.models.rotary import rotary_tables
 from engine.scheduler import ScheduledBatch
 from engine.sequence import Sequence
+from engine.step_layout import Chunk, step_layout
 from engine.step_upload import upload_int64
 from kernels import AttentionMetadata, DecodeGroup, PrefillSegment
 from kernels.decode_layout import PADDED_BLOCK_READS, DecodeLayout
-
-# Chunks of at most this many query tokens (decodes, verify steps of speculative decoding, short prefill tails)
-# run as decode rows: one row per query token, each reading its sequence's keys in place through the block table
-# up to its own position. Longer chunks run as prefill segments (GEMM-shaped attention).
-MAX_DECODE_QUERIES = 8
 
 
 @dataclass
@@ -53,7 +49,7 @@ class HostStep:
     logits_rows: list[int]  # rows whose logits are sampled
     groups: list[tuple[int, int]]  # decode row ranges attention reads as one group
     tables: list[list[int]]  # block table per decode row
-    segments: list[tuple[Sequence, int, int, int]]  # (sequence, first row, start position, length) per prefill
+    segments: list[tuple[Chunk, int]]  # (chunk, first row) per prefill segment
     sampling: list[Sequence]
     counts: list[int]  # sampled rows per sampling sequence
 
@@ -79,8 +75,8 @@ class ModelRunner:
     def close(self) -> None:
         """Nothing outside this process to release."""
 
-    def _slots(self, seq: Sequence, start: int, end: int) -> list[int]:
-        bs, table = self.block_size, seq.block_table
+    def _slots(self, table: list[int], start: int, end: int) -> list[int]:
+        bs = self.block_size
         return [table[p // bs] * bs + p % bs for p in range(start, end)]
 
     def enable_decode_graphs(self, max_rows: int, capture: bool) -> None:
@@ -91,54 +87,43 @@ class ModelRunner:
                                    window=self.window, capture=capture)
 
     def prepare(self, batch: ScheduledBatch) -> StepInputs:
-        """Pack a batch: decode rows first (ascending KV length, so groups are contiguous row ranges), then prefill
-        segments. Sampled positions: `Sequence.sampled_positions`. Index lists are built on the host
-        and reach the device in one copy (or the static buffers of a decode graph)."""
+        """This kernel set's inputs from the step's backend-neutral layout (engine/step_layout.py): decode rows
+        first (ascending KV length, so the kernel's groups are contiguous row ranges), then prefill segments. Index
+        lists are built on the host and reach the device in one copy (or the static buffers of a decode graph)."""
+        layout, sampling = step_layout(batch)
         bs = self.block_size
-        rows: list[tuple[int, Sequence, int]] = []  # (position, sequence, token) of every decode row
-        prefills: list[tuple[Sequence, int]] = []
-        for seq, n in zip(batch.seqs, batch.num_tokens):
-            if n <= MAX_DECODE_QUERIES:
-                start = seq.num_computed_tokens
-                rows.extend((p, seq, t) for p, t in zip(range(start, start + n), seq.query_tokens(start, start + n)))
-            else:
-                prefills.append((seq, n))
+        rows: list[tuple[int, int, int]] = []  # (position, chunk index, token) of every decode row
+        for c_i, c in enumerate(layout.chunks):
+            if c.decode_rows:
+                rows.extend((p, c_i, t) for p, t in zip(range(c.start, c.end), c.tokens))
         rows.sort(key=lambda r: r[0])
 
+        chunks = layout.chunks
         ids = [tok for _, _, tok in rows]
         pos = [p for p, _, _ in rows]
-        slots = [seq.block_table[p // bs] * bs + p % bs for p, seq, _ in rows]
-        sample_rows: dict[int, list[int]] = {}  # id(seq) -> its sampled rows, in position order
-        for row, (p, seq, _) in enumerate(rows):
-            if p in seq.sampled_positions(p, 1):
-                sample_rows.setdefault(id(seq), []).append(row)
+        slots = [chunks[c_i].block_table[p // bs] * bs + p % bs for p, c_i, _ in rows]
+        sample_rows: dict[int, list[int]] = {}  # chunk index -> its sampled rows, in position order
+        for row, (p, c_i, _) in enumerate(rows):
+            if p >= chunks[c_i].end - chunks[c_i].num_sampled:
+                sample_rows.setdefault(c_i, []).append(row)
         kv_lens = [p + 1 for p in pos]  # each decode row attends to its own position and everything before
         groups = self.decode_layout.group_rows(kv_lens)
 
-        segments: list[tuple[Sequence, int, int, int]] = []  # (sequence, first row, start position, length)
-        for seq, n in prefills:
-            start = seq.num_computed_tokens
-            end = start + n
+        segments: list[tuple[Chunk, int]] = []
+        for c_i, c in enumerate(chunks):
+            if c.decode_rows:
+                continue
             row0 = len(ids)
-            ids.extend(seq.query_tokens(start, end))
-            pos.extend(range(start, end))
-            slots.extend(self._slots(seq, start, end))
-            segments.append((seq, row0, start, n))
-            sampled = seq.sampled_positions(start, n)
-            if sampled:
-                sample_rows[id(seq)] = [row0 + p - start for p in sampled]
+            ids.extend(c.tokens)
+            pos.extend(range(c.start, c.end))
+            slots.extend(self._slots(c.block_table, c.start, c.end))
+            segments.append((c, row0))
+            if c.num_sampled:
+                sample_rows[c_i] = list(range(row0 + len(c.tokens) - c.num_sampled, row0 + len(c.tokens)))
 
-        sampling: list[Sequence] = []
-        counts: list[int] = []
-        logits_rows: list[int] = []
-        for seq in batch.seqs:
-            seq_rows = sample_rows.get(id(seq))
-            if seq_rows:
-                sampling.append(seq)
-                counts.append(len(seq_rows))
-                logits_rows.extend(seq_rows)
-
-        tables = [seq.block_table for _, seq, _ in rows]
+        counts = [c.num_sampled for c in chunks if c.num_sampled]
+        logits_rows = [row for c_i in range(len(chunks)) for row in sample_rows.get(c_i, ())]
+        tables = [chunks[c_i].block_table for _, c_i, _ in rows]
         if self.graphs is not None and not segments and logits_rows == list(range(len(rows))):
             if self.graphs.bucket(len(rows)) is not None and self.graphs.fits(tables):
                 size = self.graphs.stage_rows(ids, pos, slots, kv_lens, tables)
@@ -161,9 +146,9 @@ class ModelRunner:
             widths.append(nblk)
             lists.append([b for t in tables[start:end] for b in (t[:nblk] + [0] * (nblk - len(t[:nblk])))])
             lists.append(kv_lens[start:end])
-        for seq, _, start, n in segments:
-            if start > 0:
-                lists.append(self._slots(seq, 0, start + n))
+        for c, _ in segments:
+            if c.start > 0:
+                lists.append(self._slots(c.block_table, 0, c.end))
         tensors = iter(upload_int64(self.device, *lists))
         input_ids, positions, slot_mapping, logits_indices = (next(tensors) for _ in range(4))
         meta = AttentionMetadata(slot_mapping=slot_mapping)
@@ -172,9 +157,9 @@ class ModelRunner:
             meta.decode_groups.append(DecodeGroup(start=start, end=end, block_table=table, block_size=bs,
                                                   kv_lens=lens, window=self.window, max_kv_len=kv_lens[end - 1],
                                                   min_kv_len=kv_lens[start]))
-        for seq, row0, start, n in segments:
-            kv_slots = next(tensors) if start > 0 else None
-            meta.prefills.append(self._prefill_segment(row0, start, n, kv_slots))
+        for c, row0 in segments:
+            kv_slots = next(tensors) if c.start > 0 else None
+            meta.prefills.append(self._prefill_segment(row0, c.start, len(c.tokens), kv_slots))
         return StepInputs(input_ids=input_ids, positions=positions, meta=meta, logits_indices=logits_indices,
                           sampling_seqs=step.sampling, sample_counts=step.counts)
 

@@ -100,12 +100,6 @@ class Sequence:
             return self.token_ids[start:end]
         return self.token_ids[start:] + self.draft_ids[max(0, start - n) : end - n]
 
-    def sampled_positions(self, start: int, n: int) -> range:
-        """The positions of the chunk [start, start + n) whose logits are sampled: the last verified token and any
-        drafts after it; never the middle of a prompt, however the token budget cut the chunk. The one rule every
-        runner follows."""
-        return range(max(start, self.num_tokens - 1), start + n)
-
     def clear_drafts(self) -> None:
         self.draft_ids = []
         self.draft_probs = None

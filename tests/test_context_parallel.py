@@ -12,9 +12,10 @@ import torch.multiprocessing as mp
 
 from engine import LLM, SamplingParams
 from engine.distributed.block_manager import ShardedBlockManager
-from engine.distributed.plan import PlanEntry, StepPlan, build_layout
+from engine.distributed.plan import build_layout
 from engine.outputs import RequestMetrics
 from engine.sequence import Sequence
+from engine.step_layout import Chunk, StepLayout
 from kernels.reference import attention_lse as lse_mod
 from kernels.reference.attention_lse import attention_lse, merge_lse
 
@@ -146,9 +147,10 @@ def _ring_rank(rank: int, world: int, port: int, length: int, cached: int, error
                 k_cache[:, bm.local_id(bid) * bs + p % bs] = k[:, p]
                 v_cache[:, bm.local_id(bid) * bs + p % bs] = v[:, p]
         ref = _full_attention(q, k, v, torch.arange(length + 1), torch.arange(length + 1), scale)
-        chunk = PlanEntry(seq.block_table, cached, list(range(cached, length)), replicated=False, samples=True)
-        decode = PlanEntry(seq.block_table, length, [0], replicated=True, samples=True)
-        lay = build_layout(StepPlan([decode, chunk]), rank, world, bm.stride, bs, torch.device("cpu"))
+        chunk = Chunk(seq.block_table, cached, list(range(cached, length)), num_sampled=1)  # sharded rows
+        decode = Chunk(seq.block_table, length, [0], num_sampled=1)  # replicated rows
+        assert not chunk.decode_rows and decode.decode_rows
+        lay = build_layout(StepLayout([decode, chunk]), rank, world, bm.stride, bs, torch.device("cpu"))
         qs = torch.cat([q[length : length + 1], q[lay.positions[1:]]])
         out = torch.full_like(qs, float("nan"))
         out[:1] = replicated_attention(qs[:1], k_cache, v_cache, lay, scale, comm).to(out.dtype)

@@ -185,7 +185,7 @@ def test_engine_prefill_through_the_fused_kernels_matches_the_torch_kernels(ops,
     tolerance in tests/test_attention.py). In float32 the prefill attention is PyTorch's flash kernel rather than
     the reference's query blocks (equal up to rounding), so there the greedy tokens, not the bits, must agree."""
     from engine import LLM, SamplingParams
-    from engine.model_runner import MAX_DECODE_QUERIES
+    from engine.step_layout import MAX_DECODE_QUERIES
 
     _covered(ops, getattr(torch, dtype))
     lengths = (MAX_DECODE_QUERIES + 1, 17, 40, 129, 150, 260)

@@ -1,13 +1,13 @@
-"""What rank 0 broadcasts each step, and what each rank derives from it.
+"""The context-parallel attention backend's metadata: what each rank derives from the step's layout.
 
-The plan is small and the same for every rank: per scheduled sequence its block table (global block ids), the
-first position computed, the query tokens and whether the chunk runs as replicated rows. Each rank then derives
-its own share (`RankLayout`): which rows it computes, where their K/V go in its pool, and the key sets attention
-needs. Nothing per token is broadcast.
+Rank 0 broadcasts the step's backend-neutral `StepLayout` (engine/step_layout.py): small and the same for every
+rank, per scheduled sequence its block table (global block ids), the first position computed, the query tokens
+and how many positions sample. Each rank then derives its own share (`RankLayout`): which rows it computes, where
+their K/V go in its pool, and the key sets attention needs. Nothing per token is broadcast.
 
 Two kinds of rows:
-- replicated rows (decodes and chunks of at most MAX_DECODE_QUERIES tokens): every rank computes them; each attends
-  to the keys it holds and the partial outputs are merged by LSE, so every rank ends with the same hidden state.
+- replicated rows (chunks that run as decode rows, at most MAX_DECODE_QUERIES tokens): every rank computes them;
+  each attends to the keys it holds and the partial outputs are merged by LSE, so every rank ends with the same hidden state.
   Only the owner of a row's block stores its K/V.
 - sharded rows (longer prefill chunks): a row is computed only by the rank that owns its block; attention runs as
   ring attention over the chunk's sequence (K/V of every rank travel the ring).
@@ -19,22 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.step_layout import StepLayout
+
 # Key position given to padding in a replicated row's key set: never <= a query position.
 PAD_POSITION = 1 << 62
-
-
-@dataclass
-class PlanEntry:
-    block_table: list[int]  # global block ids (rank * stride + local id)
-    start: int  # first position computed this step
-    tokens: list[int]  # query tokens at positions start, start + 1, ...
-    replicated: bool
-    samples: bool  # the chunk's last row samples: rank 0 needs its hidden state
-
-
-@dataclass
-class StepPlan:
-    entries: list[PlanEntry]
 
 
 @dataclass
@@ -75,7 +63,7 @@ def _owned_keys(table: list[int], end: int, rank: int, stride: int, bs: int) -> 
     return pos[keep], slots[keep]
 
 
-def build_layout(plan: StepPlan, rank: int, num_ranks: int, stride: int, block_size: int,
+def build_layout(plan: StepLayout, rank: int, num_ranks: int, stride: int, block_size: int,
                  device: torch.device) -> RankLayout:
     """This rank's share of a step: O(blocks) Python per sequence, the per-token work in tensor ops."""
     bs = block_size
@@ -85,8 +73,8 @@ def build_layout(plan: StepPlan, rank: int, num_ranks: int, stride: int, block_s
     rep_q: list[int] = []
     rep_keys: list[tuple[torch.Tensor, torch.Tensor, int]] = []  # (positions, slots, rows) per replicated entry
     row_of: dict[int, tuple[int, int]] = {}  # entry index -> (owner rank, row) of its sampling row
-    for e_i, e in enumerate(plan.entries):
-        if not e.replicated:
+    for e_i, e in enumerate(plan.chunks):
+        if not e.decode_rows:
             continue
         end = e.start + len(e.tokens)
         for j, tok in enumerate(e.tokens):
@@ -98,7 +86,7 @@ def build_layout(plan: StepPlan, rank: int, num_ranks: int, stride: int, block_s
             rep_q.append(p)
         kp, ks = _owned_keys(e.block_table, end, rank, stride, bs)
         rep_keys.append((kp, ks, len(e.tokens)))
-        if e.samples:
+        if e.num_sampled:
             row_of[e_i] = (0, len(ids) - 1)  # rank 0 computes replicated rows too
     num_rep = len(ids)
     longest = max((len(k[0]) for k in rep_keys), default=0)
@@ -112,8 +100,8 @@ def build_layout(plan: StepPlan, rank: int, num_ranks: int, stride: int, block_s
 
     segments: list[Segment] = []
     rows_so_far = [num_rep] * num_ranks  # rows each rank has packed so far (all ranks pack the same way)
-    for e_i, e in enumerate(plan.entries):
-        if e.replicated:
+    for e_i, e in enumerate(plan.chunks):
+        if e.decode_rows:
             continue
         end = e.start + len(e.tokens)
         row0 = len(ids)
@@ -128,7 +116,7 @@ def build_layout(plan: StepPlan, rank: int, num_ranks: int, stride: int, block_s
                 pos.append(p)
                 slots.append((bid % stride) * bs + p % bs)
                 mine.append(p)
-        if e.samples:
+        if e.num_sampled:
             owner = e.block_table[(end - 1) // bs] // stride
             row_of[e_i] = (owner, rows_so_far[owner] - 1)  # positions ascend: the owner's last row of the chunk
         k_pos: list[torch.Tensor] = []

@@ -1,6 +1,6 @@
 """One rank's share of a context-parallel step, and rank 0's side of the runner interface EngineCore uses.
 
-Rank 0 turns the scheduled batch into a `StepPlan`, broadcasts it, runs its own share like every other rank,
+Rank 0 turns the scheduled batch into its `StepLayout` (engine/step_layout.py), broadcasts it, runs its own share like every other rank,
 collects the hidden states of the rows that sample from the ranks that computed them and returns their logits.
 The other ranks run `ContextParallelRunner.run_share` in a loop (engine/distributed/worker.py).
 """
@@ -13,18 +13,18 @@ import torch
 
 from engine.distributed.attention import ContextParallelMetadata
 from engine.distributed.comm import Comm
-from engine.distributed.plan import PlanEntry, RankLayout, StepPlan, build_layout
+from engine.distributed.plan import RankLayout, build_layout
 from engine.kv_pool import KVPool
-from engine.model_runner import MAX_DECODE_QUERIES
 from engine.models.llama import LlamaModel
 from engine.models.rotary import rotary_tables
 from engine.scheduler import ScheduledBatch
 from engine.sequence import Sequence
+from engine.step_layout import StepLayout, step_layout
 
 
 @dataclass
 class ContextParallelInputs:
-    plan: StepPlan
+    plan: StepLayout
     sampling_seqs: list[Sequence]
     sample_counts: list[int]
 
@@ -48,11 +48,11 @@ class ContextParallelRunner:
         self.graphs = None  # decode graphs need one process (LLM.uses_cuda_graphs); the engine's stats read this
 
     # ---- every rank -------------------------------------------------------------------------------------------
-    def layout(self, plan: StepPlan) -> RankLayout:
+    def layout(self, plan: StepLayout) -> RankLayout:
         return build_layout(plan, self.comm.rank, self.comm.world_size, self.stride, self.block_size, self.device)
 
     @torch.inference_mode()
-    def run_share(self, plan: StepPlan) -> tuple[RankLayout, torch.Tensor]:
+    def run_share(self, plan: StepLayout) -> tuple[RankLayout, torch.Tensor]:
         """Compute this rank's rows of the step; returns its layout and the [rows, 2, hidden] (output, residual)
         of the sampling rows it owns, in plan order (rank 0: also the replicated ones)."""
         lay = self.layout(plan)
@@ -68,18 +68,8 @@ class ContextParallelRunner:
         """Nothing to zero: attention reads keys by exact slot, never padding."""
 
     def prepare(self, batch: ScheduledBatch) -> ContextParallelInputs:
-        entries: list[PlanEntry] = []
-        sampling: list[Sequence] = []
-        counts: list[int] = []
-        for seq, n in zip(batch.seqs, batch.num_tokens):
-            start = seq.num_computed_tokens
-            sampled = len(seq.sampled_positions(start, n))  # at most 1: no drafts under context parallelism
-            entries.append(PlanEntry(list(seq.block_table), start, seq.query_tokens(start, start + n),
-                                     replicated=n <= MAX_DECODE_QUERIES, samples=sampled > 0))
-            if sampled:
-                sampling.append(seq)
-                counts.append(sampled)
-        return ContextParallelInputs(StepPlan(entries), sampling, counts)
+        layout, sampling = step_layout(batch)  # at most one sampled position a chunk: no drafts here
+        return ContextParallelInputs(layout, sampling, [c.num_sampled for c in layout.chunks if c.num_sampled])
 
     def execute(self, inputs: ContextParallelInputs) -> torch.Tensor:
         self.comm.broadcast_object(inputs.plan)
