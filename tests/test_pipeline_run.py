@@ -70,7 +70,7 @@ def test_every_input_file_and_row_is_accounted_for_exactly_once(inputs: Path, fa
     assert all(w["source_file"] for w in wins)
 
     # the remaining file is the unsupported one
-    assert [e["source_file"] for e in errs if e["unit"] == "file"] == ["notes.md"]
+    assert [e["source_file"] for e in errs if e["unit"] == "file"] == ["notes.rtf"]
     assert summary.manifest["outputs"] == {"documents": len(docs), "account_windows": len(wins),
                                            "transactions": len(txs), "errors": len(errs)}
 

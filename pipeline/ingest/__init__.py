@@ -11,7 +11,12 @@ profile (`profiles.py`). Every discovered file appears in
 `IngestResult.files` with its kind and status, so a run can be reconciled against its input.
 """
 
-from pipeline.ingest.discover import IngestResult, discover_files, ingest
+from pipeline.ingest.discover import (
+    DOCUMENT_KINDS,
+    IngestResult,
+    discover_files,
+    ingest,
+)
 from pipeline.ingest.limits import IngestLimits
 
-__all__ = ["IngestLimits", "IngestResult", "discover_files", "ingest"]
+__all__ = ["DOCUMENT_KINDS", "IngestLimits", "IngestResult", "discover_files", "ingest"]

@@ -13,6 +13,7 @@ from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.identity import file_sha256, sha256_bytes
 from pipeline.ingest.einvoice import is_einvoice_xml
 from pipeline.ingest.limits import IngestLimits
+from pipeline.ingest.markup import HTML_SUFFIXES, MARKDOWN_SUFFIXES, is_sgml_submission
 from pipeline.ingest.ocr import engine
 from pipeline.ingest.pdf import (
     PdfDocument,
@@ -37,7 +38,7 @@ from pipeline.ingest.worker import (
 FILE_ARROW_SCHEMA = pa.schema(
     [
         pa.field("source_file", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),  # pdf | transactions | unsupported | skipped
+        pa.field("kind", pa.string(), nullable=False),  # pdf | einvoice | markup | transactions | unsupported | skipped
         pa.field("sha256", pa.string(), nullable=False),
         pa.field("size_bytes", pa.int64(), nullable=False),
         pa.field("status", pa.string(), nullable=False),  # ok | error | partial | duplicate | skipped
@@ -123,14 +124,21 @@ def _size(path: Path) -> int:
         return 0
 
 
+# Kinds whose file is one document: a failure to read it is that document's error row.
+DOCUMENT_KINDS = ("pdf", "einvoice", "markup")
+
+
 def file_kind(rel: str, head: bytes) -> str:
-    """pdf, einvoice (a standalone CII/UBL e-invoice XML), transactions or unsupported; `head` is the file's first
-    bytes (enough of an XML file to reach its root element)."""
+    """pdf, einvoice (a standalone CII/UBL e-invoice XML), markup (HTML, Markdown, an EDGAR SGML submission),
+    transactions or unsupported; `head` is the file's first bytes (enough of an XML file to reach its root
+    element)."""
     suffix = Path(rel).suffix.lower()
     if suffix == ".pdf" or head.startswith(b"%PDF-"):
         return "pdf"
     if suffix == ".xml" and is_einvoice_xml(head):
         return "einvoice"
+    if suffix in HTML_SUFFIXES + MARKDOWN_SUFFIXES or is_sgml_submission(head):
+        return "markup"
     if suffix in TRANSACTION_SUFFIXES:
         return "transactions"
     return "unsupported"
@@ -179,7 +187,7 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     files.append(entry)
 
     def file_error(cls: str, msg: str, stage: str = Stage.INGEST) -> None:
-        if kind in ("pdf", "einvoice") and stage == Stage.INGEST:  # a PDF that fails to read is a document that failed
+        if kind in DOCUMENT_KINDS and stage == Stage.INGEST:  # a PDF that fails to read is a document that failed
             errors.append(ErrorRecord(row_id=pdf_doc_error_id(sha), unit=Unit.DOCUMENT, source_file=rel,
                                       stage=stage, error_class=cls, message=msg))
         else:
@@ -197,8 +205,8 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     seen[sha] = rel
     if kind == "unsupported":
         file_error("UnsupportedFormat", f"'{Path(rel).suffix or '(no extension)'}' files are not ingested; "
-                   "expected PDF, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet, OFX/QFX, QIF, MT940, CAMT XML or "
-                   "XLS/XLSX/ODS", Stage.DISCOVER)
+                   "expected PDF, HTML, Markdown, an EDGAR submission, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet, "
+                   "OFX/QFX, QIF, MT940, CAMT XML or XLS/XLSX/ODS", Stage.DISCOVER)
         return
     if size > limits.max_file_bytes:
         file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_file_bytes:,} (max_file_bytes; "
@@ -218,6 +226,8 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
             docs.append(result)
             if result.ocred_pages:
                 entry["details"] = json.dumps({"ocred_pages": result.ocred_pages, "ocr_engine": result.ocr_engine})
+            elif result.parts_not_read:
+                entry["details"] = json.dumps({"parts_not_read": result.parts_not_read})
     else:
         tx_tables.append(parsed.rows)
         errors.extend(parsed.errors)

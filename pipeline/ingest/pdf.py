@@ -63,6 +63,7 @@ class PdfDocument:
     einvoice_xml: bytes | None = None
     ocred_pages: list[int] = field(default_factory=list)
     ocr_engine: str | None = None
+    parts_not_read: list[str] = field(default_factory=list)  # an EDGAR submission's binaries and XBRL data files
 
     def as_row(self) -> dict[str, Any]:
         row = {k: getattr(self, k) for k in ("doc_id", "source_file", "page_count", "pages", "text", "needs_ocr",

@@ -35,7 +35,7 @@ _START_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class FileTask:
-    kind: str  # "pdf" | "einvoice" | "ocr" | "transactions"
+    kind: str  # "pdf" | "einvoice" | "markup" | "ocr" | "transactions"
     path: str
     source_file: str
     sha: str
@@ -84,6 +84,12 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | 
         from pipeline.ingest.xml_document import read_xml_document
 
         return ParsedPdf(read_xml_document(data, task.source_file))
+    if task.kind == "markup":
+        # lazy: a worker process loads only the reader its task needs
+        from pipeline.ingest.markup import read_markup_document
+
+        return ParsedPdf(read_markup_document(data, task.source_file, max_pages=limits.max_pages,
+                                              max_text_chars=limits.max_text_chars))
     if task.kind == "ocr":
         # lazy: a worker process loads only the reader its task needs
         from pipeline.ingest.ocr import ocr_pdf_pages

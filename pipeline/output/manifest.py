@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.config import RunConfig
 from pipeline.errors import VALUE_OUT_OF_RANGE, Stage, Unit
 from pipeline.identity import RunIdentity
-from pipeline.ingest import IngestResult
+from pipeline.ingest import DOCUMENT_KINDS, IngestResult
 from pipeline.output.sink import MANIFESTS, Staging
 from pipeline.plan.work import WorkUnit
 
@@ -130,7 +130,7 @@ def reconcile(record: RunRecord, errs: list[dict[str, Any]], out_counts: dict[st
     n_windows = sum(1 for u in record.units if u.kind == "window") + sum(
         1 for e in errs if e["unit"] == Unit.WINDOW and e["error_class"] == VALUE_OUT_OF_RANGE)
     rows_read = sum(f["n_records"] for f in files)  # what the readers saw, counted before any mapping or staging
-    pdf_files = sum(1 for f in files if f["kind"] in ("pdf", "einvoice") and f["status"] != "duplicate")
+    pdf_files = sum(1 for f in files if f["kind"] in DOCUMENT_KINDS and f["status"] != "duplicate")
     ok_sources = (set(record.tx_table.column("source_file").to_pylist())
                   | set(record.ingested.documents.column("source_file").to_pylist()))
     err_sources = {e["source_file"] for e in errs}

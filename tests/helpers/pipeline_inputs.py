@@ -65,6 +65,6 @@ def write_sample_inputs(root: Path, n_pdfs: int = 3) -> dict[str, int]:
         "not json\n"
         '{"date": "2024-02-04", "amount": 100, "currency": "USD", "payee": "Refund", "memo": "return"}\n'
     )
-    (root / "notes.md").write_text("# not an input we ingest\n")
+    (root / "notes.rtf").write_text("{\\rtf1 not an input we ingest}\n")
     return {"files": n_pdfs + 5, "pdf_ok": n_pdfs, "pdf_errors": 2, "tx_rows": 5, "tx_row_errors": 2,
             "unsupported": 1}

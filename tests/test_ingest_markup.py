@@ -1,0 +1,82 @@
+"""HTML, Markdown and EDGAR SGML filings are documents (they were UnsupportedFormat error rows before)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.ingest import ingest
+from pipeline.ingest.markup import html_pages, is_sgml_submission, read_markup_document
+
+FILING_HTML = """<html><head><title>t</title><style>p {color: red}</style></head><body>
+<div style="display:none"><ix:header><ix:hidden>dei:EntityCentralIndexKey 0000789019</ix:hidden></ix:header></div>
+<div style="page-break-after: always"><p>UNITED STATES</p><p>FORM 10-Q</p>
+<p>Microsoft&nbsp;Corporation</p></div>
+<div><p>INCOME STATEMENTS</p><p>(In millions, except per share amounts)</p>
+<table><tr><td>Total revenue</td><td>$</td><td><ix:nonFraction name="us-gaap:Revenues" scale="6">56,517</ix:nonFraction></td></tr>
+<tr><td>Net income</td><td>$</td><td>22,291</td></tr></table>
+<script>var x = "not text";</script></div>
+<div style="page-break-before:always"><p>Item 1A. Risk Factors</p></div></body></html>"""
+
+
+def test_html_pages_follow_the_printed_page_breaks_and_drop_hidden_and_script_text():
+    pages = html_pages(FILING_HTML)
+    assert pages == ["UNITED STATES\nFORM 10-Q\nMicrosoft Corporation",
+                     "INCOME STATEMENTS\n(In millions, except per share amounts)\nTotal revenue  $  56,517\n"
+                     "Net income  $  22,291",
+                     "Item 1A. Risk Factors"]
+
+
+def _sgml(*docs: tuple[str, str, str]) -> bytes:
+    blocks = "".join(f"<DOCUMENT>\n<TYPE>{t}\n<SEQUENCE>{i}\n<FILENAME>{n}\n<TEXT>\n{body}\n</TEXT>\n</DOCUMENT>\n"
+                     for i, (t, n, body) in enumerate(docs, start=1))
+    return f"<SEC-DOCUMENT>0000950170-23-054855.txt : 20231024\n<SEC-HEADER>\nCONFORMED SUBMISSION TYPE:\t10-Q\n" \
+           f"</SEC-HEADER>\n{blocks}</SEC-DOCUMENT>\n".encode()
+
+
+def test_an_edgar_submission_is_one_document_with_its_exhibits_and_lists_what_it_did_not_read():
+    data = _sgml(("10-Q", "msft-10q.htm", FILING_HTML),
+                 ("EX-31.1", "ex31.htm", "<html><body><p>I, Satya Nadella, certify that</p></body></html>"),
+                 ("GRAPHIC", "logo.jpg", "begin 644 logo.jpg\nM_]C_X``02D9)1@`!`0$`8`!@``#_VP!#``@&!@<&!0@'!P<)\nend"),
+                 ("EX-101.INS", "msft.xml", "<XBRL>\n<?xml version='1.0'?><xbrl/>\n</XBRL>"))
+    assert is_sgml_submission(data[:100])
+    doc = read_markup_document(data, "msft.txt")
+    assert doc.page_count == 4 and doc.metadata["title"] == "10-Q"
+    assert doc.pages[3] == "[EX-31.1 ex31.htm]\nI, Satya Nadella, certify that"
+    assert doc.parts_not_read == ["GRAPHIC logo.jpg", "EX-101.INS msft.xml"]
+    assert "begin 644" not in doc.text and "Net income  $  22,291" in doc.text
+
+
+def test_markup_files_are_ingested_as_documents_with_no_error_row(tmp_path: Path):
+    (tmp_path / "filing.htm").write_text(FILING_HTML)
+    (tmp_path / "annual.md").write_text("# FORM 10-K\n\nApple Inc.\n\n| Net sales | $ 391,035 |\n|---|---|\n"
+                                        "| Net income | $ 93,736 |\n")
+    (tmp_path / "submission.txt").write_bytes(_sgml(("8-K", "a.htm", "<html><body><p>Item 2.02</p></body></html>")))
+    res = ingest(tmp_path)
+    docs = {d["source_file"]: d for d in res.documents.to_pylist()}
+    assert res.errors.num_rows == 0 and sorted(docs) == ["annual.md", "filing.htm", "submission.txt"]
+    assert docs["filing.htm"]["page_count"] == 3
+    assert "Net sales  $ 391,035" in docs["annual.md"]["text"] and docs["submission.txt"]["text"] == "Item 2.02"
+    kinds = {f["source_file"]: f["kind"] for f in res.files.to_pylist()}
+    assert set(kinds.values()) == {"markup"}
+
+
+def test_a_markup_file_without_text_is_that_documents_error_row(tmp_path: Path):
+    (tmp_path / "empty.html").write_text("<html><body><script>x()</script></body></html>")
+    res = ingest(tmp_path)
+    (err,) = res.errors.to_pylist()
+    assert res.documents.num_rows == 0 and err["error_class"] == "NoText" and err["unit"] == "document"
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "financial_text"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared real filings absent")
+def test_shared_html_and_markdown_filings_read_whole():
+    htm = read_markup_document((SHARED / "edgartools_CAMP4_424B4_IPO-prospectus.htm").read_bytes(), "p.htm")
+    md = read_markup_document((SHARED / "edgartools_Apple_10-K.md").read_bytes(), "a.md")
+    assert htm.metadata["title"] == "424B4" and htm.page_count > 200 and "6,820,000 shares" in htm.pages[0]
+    assert "Apple Inc." in md.text and "Total net sales" in md.text
+    json.dumps(htm.parts_not_read)
