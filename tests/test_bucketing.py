@@ -42,6 +42,8 @@ def test_long_document_is_truncated_to_fit_and_flagged() -> None:
     assert long.truncated and long.n_tokens <= 1024 - MAX_TOKENS["document"]
     assert long.n_tokens >= 1024 - MAX_TOKENS["document"] - 2  # cut close to the budget, not far below
     assert long.original_tokens > 5000 and not short.truncated
+    # the row says how much of the text the model read: nothing is cut silently
+    assert 0.1 < long.text_read_fraction < 0.25 and short.text_read_fraction == 1.0
 
 
 def test_prompt_that_cannot_fit_is_an_error_row() -> None:

@@ -58,8 +58,14 @@ def test_a_document_too_long_for_the_cache_runs_on_the_context_parallel_engine(i
     errors = read_dataset(tmp_path / "small", "errors").to_pylist()
     assert [e["source_file"] for e in errors] == ["long_invoice.pdf"]
     assert "KV" in errors[0]["message"]
-    # With it, the long document went to the 2-rank engine and gives the single engine's row.
-    assert _documents(tmp_path / "cp") == _documents(tmp_path / "big")
+    # With it, the long document went to the 2-rank engine and gives the single engine's row; the row says where.
+    routed_rows, single_rows = _documents(tmp_path / "cp"), _documents(tmp_path / "big")
+    assert routed_rows["long_invoice.pdf"]["route"] == "context_parallel"
+    assert {r["route"] for r in single_rows.values()} == {"engine"}
+    assert all(r["text_read_fraction"] == 1.0 for r in [*routed_rows.values(), *single_rows.values()])
+    same = {"route"}
+    assert [{k: v for k, v in r.items() if k not in same} for _, r in sorted(routed_rows.items())] == \
+        [{k: v for k, v in r.items() if k not in same} for _, r in sorted(single_rows.items())]
     assert read_dataset(tmp_path / "cp", "errors").num_rows == 0
     stats = routed.manifest["engine_stats"]["context_parallel"]
     assert stats["requests"] == 1 and all(used > 0 for used in stats["kv_blocks_peak_used_by_rank"])
@@ -78,5 +84,6 @@ def test_routing_moves_only_what_does_not_fit_and_keeps_bucket_ids():
     buckets = [Bucket("document-00000", "document", [a, b]), Bucket("document-00001", "document", [c, d])]
     ordinary, long = route_long(buckets, capacity_tokens=100, bucket_size=1)
     assert [(x.bucket_id, [i.unit.row_id for i in x.items]) for x in ordinary] == [("document-00000", ["a"])]
+    assert a.route == "engine" and {i.route for x in long for i in x.items} == {"context_parallel"}
     assert [(x.bucket_id, [i.unit.row_id for i in x.items]) for x in long] == [
         ("document-cp-00000", ["b"]), ("document-cp-00001", ["c"]), ("document-cp-00002", ["d"])]

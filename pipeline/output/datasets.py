@@ -71,6 +71,9 @@ def documents_schema() -> pa.Schema:
         pa.field("ocr_engine", pa.string()),
         pa.field("encrypted", pa.bool_(), nullable=False),
         pa.field("truncated", pa.bool_(), nullable=False),
+        pa.field("text_read_fraction", pa.float64(), nullable=False),  # of the document's text, what was read
+        # which engine read it: "engine", "context_parallel" (its KV did not fit one engine), or "embedded_xml"
+        pa.field("route", pa.string(), nullable=False),
         pa.field("prompt_tokens_full", pa.int64(), nullable=False),
         pa.field("title", pa.string()),
         pa.field("author", pa.string()),
@@ -150,7 +153,8 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
 
         logprobs = field_logprobs(out.text, list(out.token_ids), getattr(out, "logprobs", None), tokenizer,
                                   tuple(fields)) if tokenizer is not None else None
-        row.update(truncated=item.truncated, prompt_tokens_full=item.original_tokens, extraction_method="model",
+        row.update(truncated=item.truncated, text_read_fraction=item.text_read_fraction, route=item.route,
+                   prompt_tokens_full=item.original_tokens, extraction_method="model",
                    grounded=is_grounded(fields, item.visible_text), field_logprobs=logprobs)
         confident = field_confidence(fields, item.visible_text, ocr=bool(unit.context.get("ocred_pages")))
         row.update(field_confident=confident, needs_review=not all(v for k, v in confident.items()
@@ -167,7 +171,8 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
 def einvoice_row(unit: Any, run: dict[str, str]) -> dict[str, Any]:
     """A documents row read from the unit's embedded e-invoice XML (no prompt, no generation)."""
     row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file, **unit.context}
-    row.update(truncated=False, prompt_tokens_full=0, extraction_method="embedded_xml", grounded=True,
+    row.update(truncated=False, text_read_fraction=1.0, route="embedded_xml", prompt_tokens_full=0,
+               extraction_method="embedded_xml", grounded=True,
                field_logprobs=None, field_confident={n: True for n in CONFIDENCE_FIELDS}, needs_review=False)
     row.update(unit.extracted)
     row.update(prompt_tokens=0, output_tokens=0, finish_reason=None)

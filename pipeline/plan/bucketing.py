@@ -38,10 +38,18 @@ class WorkItem:
     truncated: bool = False
     original_tokens: int = 0
     visible_chars: int | None = None  # characters of the document text left in the prompt (None: all)
+    route: str = "engine"  # which engine serves it: "engine", or "context_parallel" (pipeline.plan.routing)
 
     @property
     def n_tokens(self) -> int:
         return len(self.prompt_token_ids)
+
+    @property
+    def text_read_fraction(self) -> float:
+        """The share of the document's text the model is shown (1.0 unless truncated)."""
+        if self.visible_chars is None or not self.unit.text:
+            return 1.0
+        return self.visible_chars / len(self.unit.text)
 
     @property
     def visible_text(self) -> str:

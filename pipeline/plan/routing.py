@@ -11,6 +11,8 @@ run routes every item the same way.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pipeline.plan.bucketing import Bucket, WorkItem
 
 
@@ -20,7 +22,8 @@ def needs_context_parallel(item: WorkItem, capacity_tokens: int) -> bool:
 
 def route_long(buckets: list[Bucket], capacity_tokens: int, bucket_size: int = 1) -> tuple[list[Bucket], list[Bucket]]:
     """Move the items that do not fit `capacity_tokens` of KV out of their buckets into buckets of their own
-    (`<kind>-cp-NNNNN`, at most `bucket_size` items each, in the original order); emptied buckets are dropped.
+    (`<kind>-cp-NNNNN`, at most `bucket_size` items each, in the original order, each marked with its route);
+    emptied buckets are dropped.
     Deterministic for the same buckets and capacity."""
     ordinary: list[Bucket] = []
     long_items: dict[str, list[WorkItem]] = {}
@@ -28,7 +31,7 @@ def route_long(buckets: list[Bucket], capacity_tokens: int, bucket_size: int = 1
         keep = [i for i in b.items if not needs_context_parallel(i, capacity_tokens)]
         for i in b.items:
             if needs_context_parallel(i, capacity_tokens):
-                long_items.setdefault(b.kind, []).append(i)
+                long_items.setdefault(b.kind, []).append(replace(i, route="context_parallel"))
         if keep:
             ordinary.append(Bucket(b.bucket_id, b.kind, keep))
     long_buckets = [Bucket(f"{kind}-cp-{n // bucket_size:05d}", kind, items[n : n + bucket_size])
