@@ -51,6 +51,7 @@ from pipeline.output.datasets import (
     dataset_schema,
     einvoice_row,
     error_rows,
+    filing_fact_rows,
     transaction_rows,
 )
 from pipeline.output.manifest import RunRecord, build_manifest
@@ -197,18 +198,22 @@ class _Todo:
     skipped: Counter[str]  # already published, by kind
     tx_table: pa.Table
     tx_new: pa.Table
+    facts_new: pa.Table  # filing facts not published before
 
 
 def _plan(cfg: RunConfig, result: IngestResult, identity: RunIdentity, output_dir: Path) -> _Todo:
     units, plan_errors = plan_units(result, identity, cfg.extraction)
     tx_table = transaction_rows(result.transactions, result.file_sha(), identity.schema_version)
-    done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions"))
+    done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions",
+                                                              "filing_facts"))
+    facts = filing_fact_rows(result.facts, identity.schema_version)
+    facts_mask = pa.array([rid not in done for rid in facts.column("row_id").to_pylist()], pa.bool_())
     todo = [u for u in units if u.row_id not in done]
     tx_mask = pa.array([rid not in done for rid in tx_table.column("row_id").to_pylist()], pa.bool_())
     return _Todo(units, plan_errors, model=[u for u in todo if u.extracted is None],
                  direct=[u for u in todo if u.extracted is not None],
                  skipped=Counter(u.kind for u in units if u.row_id in done), tx_table=tx_table,
-                 tx_new=tx_table.filter(tx_mask))
+                 tx_new=tx_table.filter(tx_mask), facts_new=facts.filter(facts_mask))
 
 
 def _infer_all(cfg: RunConfig, stages: Stages, staging: Staging, record: RunRecord, run_fields: dict[str, str],
@@ -261,7 +266,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
         drop_stale(output_dir, keep=run_key)
         staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
         if not staging.is_done("ingest"):
-            staging.write_part("ingest", {"transactions": todo.tx_new,
+            staging.write_part("ingest", {"transactions": todo.tx_new, "filing_facts": todo.facts_new,
                                           "documents": _einvoice_table(todo.direct, run_fields),
                                           "errors": error_rows(errors_from_table(result.errors) + todo.plan_errors,
                                                                run_fields)})

@@ -80,3 +80,92 @@ def test_shared_html_and_markdown_filings_read_whole():
     assert htm.metadata["title"] == "424B4" and htm.page_count > 200 and "6,820,000 shares" in htm.pages[0]
     assert "Apple Inc." in md.text and "Total net sales" in md.text
     json.dumps(htm.parts_not_read)
+
+
+IXBRL = """<html xmlns:ix="http://www.xbrl.org/2013/inlineXBRL"><body>
+<div style="display:none"><ix:header><ix:resources>
+<xbrli:context id="c-q3"><xbrli:entity><xbrli:identifier scheme="http://www.sec.gov/CIK">0000789019</xbrli:identifier>
+</xbrli:entity><xbrli:period><xbrli:startDate>2023-07-01</xbrli:startDate><xbrli:endDate>2023-09-30</xbrli:endDate>
+</xbrli:period></xbrli:context>
+<xbrli:context id="c-cloud"><xbrli:entity><xbrli:identifier scheme="http://www.sec.gov/CIK">0000789019</xbrli:identifier>
+<xbrli:segment><xbrldi:explicitMember dimension="us-gaap:StatementBusinessSegmentsAxis">msft:IntelligentCloudMember</xbrldi:explicitMember></xbrli:segment>
+</xbrli:entity><xbrli:period><xbrli:startDate>2023-07-01</xbrli:startDate><xbrli:endDate>2023-09-30</xbrli:endDate>
+</xbrli:period></xbrli:context>
+<xbrli:context id="c-end"><xbrli:entity><xbrli:identifier scheme="http://www.sec.gov/CIK">0000789019</xbrli:identifier>
+</xbrli:entity><xbrli:period><xbrli:instant>2023-09-30</xbrli:instant></xbrli:period></xbrli:context>
+<xbrli:unit id="usd"><xbrli:measure>iso4217:USD</xbrli:measure></xbrli:unit>
+<xbrli:unit id="usdPerShare"><xbrli:divide><xbrli:unitNumerator><xbrli:measure>iso4217:USD</xbrli:measure>
+</xbrli:unitNumerator><xbrli:unitDenominator><xbrli:measure>xbrli:shares</xbrli:measure></xbrli:unitDenominator>
+</xbrli:divide></xbrli:unit>
+</ix:resources></ix:header></div>
+<div style="page-break-after:always"><p>FORM 10-Q</p></div>
+<table><tr><td>Revenue</td><td>$ <ix:nonFraction name="us-gaap:Revenues" contextRef="c-q3" unitRef="usd" scale="6"
+ decimals="-6" format="ixt:num-dot-decimal">56,517</ix:nonFraction></td></tr>
+<tr><td>Intelligent Cloud</td><td><ix:nonFraction name="us-gaap:Revenues" contextRef="c-cloud" unitRef="usd" scale="6"
+ format="ixt:num-dot-decimal">24,259</ix:nonFraction></td></tr>
+<tr><td>Other expense</td><td>(<ix:nonFraction name="us-gaap:OtherNonoperatingIncomeExpense" contextRef="c-q3"
+ unitRef="usd" scale="6" sign="-" format="ixt:num-dot-decimal">185</ix:nonFraction>)</td></tr>
+<tr><td>Diluted EPS</td><td>$ <ix:nonFraction name="us-gaap:EarningsPerShareDiluted" contextRef="c-q3"
+ unitRef="usdPerShare" decimals="2">2.99</ix:nonFraction></td></tr>
+<tr><td>Impairment</td><td><ix:nonFraction name="us-gaap:AssetImpairmentCharges" contextRef="c-q3" unitRef="usd"
+ scale="6" format="ixt:fixed-zero">—</ix:nonFraction></td></tr>
+<tr><td>Cash</td><td><ix:nonFraction name="us-gaap:Cash" contextRef="c-end" unitRef="usd" scale="3"
+ format="ixt:num-comma-decimal">1.234,5</ix:nonFraction></td></tr></table>
+<div style="page-break-before:always"><p>Revenue again: <ix:nonFraction name="us-gaap:Revenues" contextRef="c-q3"
+ unitRef="usd" scale="6">56,517</ix:nonFraction></p></div></body></html>"""
+
+
+def test_inline_xbrl_facts_are_read_exactly_with_scale_sign_format_units_dimensions_and_page():
+    from decimal import Decimal
+
+    doc = read_markup_document(IXBRL.encode(), "msft-10q.htm")
+    facts = {(f.concept, f.dimensions): f for f in doc.facts}
+    assert len(doc.facts) == 6  # the revenue shown again on page 3 is the same fact, once
+    rev = facts[("us-gaap:Revenues", None)]
+    assert (rev.value, rev.unit, rev.period_start, rev.period_end, rev.page) == (
+        Decimal("56517000000"), "USD", "2023-07-01", "2023-09-30", 2)
+    cloud = facts[("us-gaap:Revenues", "us-gaap:StatementBusinessSegmentsAxis=msft:IntelligentCloudMember")]
+    assert cloud.value == Decimal("24259000000")
+    assert facts[("us-gaap:OtherNonoperatingIncomeExpense", None)].value == Decimal("-185000000")
+    eps = facts[("us-gaap:EarningsPerShareDiluted", None)]
+    assert (eps.value, eps.unit) == (Decimal("2.99"), "USD/shares")
+    assert facts[("us-gaap:AssetImpairmentCharges", None)].value == 0
+    cash = facts[("us-gaap:Cash", None)]
+    assert (cash.value, cash.period_start, cash.period_end) == (Decimal("1234500"), None, "2023-09-30")
+
+
+def test_a_run_publishes_the_filing_facts_once(tmp_path: Path, fake_model: Path):
+    from pipeline.config import RunConfig
+    from pipeline.output.sink import read_dataset
+    from pipeline.run import run_pipeline
+    from tests.helpers.fake_llm import FakeLLM
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "msft-10q.htm").write_text(IXBRL)
+    cfg = RunConfig(input_dir=inputs, output_dir=tmp_path / "out", model_dir=fake_model, progress=False)
+    first = run_pipeline(cfg, llm=FakeLLM())
+    facts = read_dataset(tmp_path / "out", "filing_facts").to_pylist()
+    assert len(facts) == 6 and {f["method"] for f in facts} == {"xbrl"} and first.reconciliation["balanced"]
+    rev = next(f for f in facts if f["concept"] == "us-gaap:Revenues" and f["dimensions"] is None)
+    assert str(rev["value"]).startswith("56517000000") and rev["scale_printed"] == "millions" and rev["page"] == 2
+    again = run_pipeline(cfg, llm=FakeLLM())  # nothing new: the facts are not written twice
+    assert read_dataset(tmp_path / "out", "filing_facts").num_rows == 6 and again.manifest["outputs"]["filing_facts"] == 0
+
+
+def test_number_words_and_the_more_precise_duplicate():
+    from decimal import Decimal
+
+    from pipeline.ingest.inline_xbrl import displayed_value
+
+    assert displayed_value("five", "ixt-sec:numwordsen") == 5
+    assert displayed_value("twenty-one", "ixt-sec:numwordsen") == 21
+    assert displayed_value("one hundred and two", "ixt-sec:numwordsen") == 102
+    assert displayed_value("no", "ixt-sec:numwordsen") == 0 and displayed_value("several", "ixt-sec:numwordsen") is None
+    twice = IXBRL.replace('<p>Revenue again: <ix:nonFraction name="us-gaap:Revenues" contextRef="c-q3"\n unitRef="usd" '
+                          'scale="6">56,517</ix:nonFraction></p>',
+                          '<p>Revenue about <ix:nonFraction name="us-gaap:Revenues" contextRef="c-q3" unitRef="usd" '
+                          'scale="9" decimals="-8">56.5</ix:nonFraction> billion</p>')
+    rev = next(f for f in read_markup_document(twice.encode(), "x.htm").facts
+               if f.concept == "us-gaap:Revenues" and f.dimensions is None)
+    assert rev.value == Decimal("56517000000") and rev.page == 2  # the statement's exact figure, where it is shown

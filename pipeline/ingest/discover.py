@@ -12,6 +12,7 @@ import pyarrow as pa
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.identity import file_sha256, sha256_bytes
 from pipeline.ingest.einvoice import is_einvoice_xml
+from pipeline.ingest.inline_xbrl import FACT_ARROW_SCHEMA, facts_to_table
 from pipeline.ingest.limits import IngestLimits
 from pipeline.ingest.markup import HTML_SUFFIXES, MARKDOWN_SUFFIXES, is_sgml_submission
 from pipeline.ingest.ocr import engine
@@ -58,6 +59,7 @@ class IngestResult:
     errors: pa.Table
     files: pa.Table
     excluded: int = 0  # files left out by the user's --exclude globs (not listed in `files`)
+    facts: pa.Table = field(default_factory=FACT_ARROW_SCHEMA.empty_table)  # inline-XBRL facts of HTML filings
 
     def file_sha(self) -> dict[str, str]:
         return dict(zip(self.files.column("source_file").to_pylist(), self.files.column("sha256").to_pylist()))
@@ -309,6 +311,7 @@ def ingest(
     return IngestResult(
         input_dir=str(root),
         documents=documents_to_table(out.docs),
+        facts=facts_to_table(out.docs),
         transactions=pa.concat_tables([rows_to_table([]), *out.tx_tables]),
         errors=errors_to_table(out.errors),
         files=pa.Table.from_pylist(out.files, schema=FILE_ARROW_SCHEMA),

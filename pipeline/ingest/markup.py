@@ -16,12 +16,14 @@ lxml's own `text_content()` has no notion of blocks or pages; the short walk bel
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import lxml.html
 from lxml import etree
 
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import sha256_bytes
+from pipeline.ingest.inline_xbrl import XbrlFact, read_facts
 from pipeline.ingest.pdf import PdfDocument, clean_text, pdf_doc_error_id
 
 HTML_SUFFIXES = (".htm", ".html", ".xhtml")
@@ -49,27 +51,40 @@ def _style(el: etree._Element) -> str:
     return (el.get("style") or "").replace(" ", "").lower()
 
 
-def _walk(el: etree._Element, out: list[str]) -> None:
-    tag = el.tag.lower() if isinstance(el.tag, str) else ""
-    style = _style(el)
-    if isinstance(el.tag, str) and tag not in _SKIP and "display:none" not in style:
-        block = tag in _BLOCKS
-        if "page-break-before:always" in style:
-            out.append(_PAGE)
-        if block:
-            out.append("\n")
-        if el.text:
-            out.append(_SPACE.sub(" ", el.text))  # a source newline is a space; lines come from blocks
-        for child in el:
-            _walk(child, out)
-        if tag in _CELLS:
-            out.append("\t")
-        if block:
-            out.append("\n")
-        if "page-break-after:always" in style:
-            out.append(_PAGE)
-    if el.tail:
-        out.append(_SPACE.sub(" ", el.tail))
+class _Walk:
+    """Visible text in reading order, with page breaks; marks each inline-XBRL fact with its raw page index."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.page = 0
+
+    def _break(self) -> None:
+        self.out.append(_PAGE)
+        self.page += 1
+
+    def visit(self, el: etree._Element) -> None:
+        tag = el.tag.lower() if isinstance(el.tag, str) else ""
+        style = _style(el)
+        if isinstance(el.tag, str) and tag not in _SKIP and "display:none" not in style:
+            block = tag in _BLOCKS
+            if "page-break-before:always" in style:
+                self._break()
+            if tag == "ix:nonfraction":
+                el.set("data-page", str(self.page))
+            if block:
+                self.out.append("\n")
+            if el.text:
+                self.out.append(_SPACE.sub(" ", el.text))  # a source newline is a space; lines come from blocks
+            for child in el:
+                self.visit(child)
+            if tag in _CELLS:
+                self.out.append("\t")
+            if block:
+                self.out.append("\n")
+            if "page-break-after:always" in style:
+                self._break()
+        if el.tail:
+            self.out.append(_SPACE.sub(" ", el.tail))
 
 
 def _lines(text: str) -> str:
@@ -83,15 +98,25 @@ def _lines(text: str) -> str:
     return "\n".join(lines)
 
 
-def html_pages(html: bytes | str) -> list[str]:
-    """The visible text of an HTML document, page by page (see the module docstring); [] when it has none."""
+def read_html(html: bytes | str) -> tuple[list[str], list[XbrlFact]]:
+    """The visible text of an HTML document page by page (see the module docstring; empty pages dropped), and its
+    inline-XBRL facts with the page each is shown on."""
     if not html.strip():
-        return []
+        return [], []
     root = lxml.html.document_fromstring(html)
-    out: list[str] = []
-    _walk(root, out)
-    pages = [_lines(p) for p in "".join(out).split(_PAGE)]
-    return [p for p in pages if p]
+    walk = _Walk()
+    walk.visit(root)
+    raw = [_lines(p) for p in "".join(walk.out).split(_PAGE)]
+    page_of: dict[int, int] = {}
+    kept = 0
+    for i, text in enumerate(raw):
+        kept += bool(text)
+        page_of[i] = max(kept, 1)
+    return [p for p in raw if p], read_facts(root, page_of)
+
+
+def html_pages(html: bytes | str) -> list[str]:
+    return read_html(html)[0]
 
 
 def markdown_pages(text: str) -> list[str]:
@@ -110,17 +135,19 @@ def _decode(data: bytes) -> str:
     return data.decode("latin-1")
 
 
-def _text_pages(text: bytes) -> list[str]:
-    """A contained document's pages: HTML, or plain text whose pages are `<PAGE>` marks or form feeds."""
+def _text_pages(text: bytes) -> tuple[list[str], list[XbrlFact]]:
+    """A contained document's pages and inline-XBRL facts: HTML, or plain text whose pages are `<PAGE>` marks or
+    form feeds."""
     if re.search(rb"<html|<body|<div|<p[ >]|<table", text[:4096], re.I):
-        return html_pages(text)
+        return read_html(text)
     plain = _decode(text)
-    return [p for p in (_lines(page.replace("\t", " ")) for page in re.split(r"<PAGE>|\f", plain)) if p]
+    return [p for p in (_lines(page.replace("\t", " ")) for page in re.split(r"<PAGE>|\f", plain)) if p], []
 
 
-def sgml_pages(data: bytes) -> tuple[list[str], list[str], str | None]:
-    """(pages, parts not read, the primary document's type) of an EDGAR submission."""
+def sgml_pages(data: bytes) -> tuple[list[str], list[XbrlFact], list[str], str | None]:
+    """(pages, inline-XBRL facts, parts not read, the primary document's type) of an EDGAR submission."""
     pages: list[str] = []
+    facts: list[XbrlFact] = []
     skipped: list[str] = []
     form = None
     for block in _SGML_DOC.findall(data):
@@ -132,14 +159,15 @@ def sgml_pages(data: bytes) -> tuple[list[str], list[str], str | None]:
                 or re.match(rb"\s*<(XBRL|\?xml)", text, re.I):
             skipped.append(f"{kind} {name}".strip())
             continue
-        doc_pages = _text_pages(text)
+        doc_pages, doc_facts = _text_pages(text)
         if not doc_pages:
             skipped.append(f"{kind} {name} (no text)".strip())
             continue
         form = form or kind
         doc_pages[0] = f"[{kind} {name}]".replace(" ]", "]") + "\n" + doc_pages[0] if pages else doc_pages[0]
+        facts.extend(replace(f, page=f.page + len(pages)) for f in doc_facts)
         pages.extend(doc_pages)
-    return pages, skipped, form
+    return pages, facts, skipped, form
 
 
 def read_markup_document(data: bytes, source_file: str, *, max_pages: int | None = None,
@@ -152,14 +180,15 @@ def read_markup_document(data: bytes, source_file: str, *, max_pages: int | None
                            stage=Stage.INGEST, error_class=cls, message=msg)
 
     skipped: list[str] = []
+    facts: list[XbrlFact] = []
     form = None
     try:
         if is_sgml_submission(data[:4096]):
-            pages, skipped, form = sgml_pages(data)
+            pages, facts, skipped, form = sgml_pages(data)
         elif source_file.lower().endswith(MARKDOWN_SUFFIXES):
             pages = markdown_pages(_decode(data))
         else:
-            pages = html_pages(data)
+            pages, facts = read_html(data)
     except (etree.ParserError, ValueError) as exc:
         return fail("InvalidMarkup", f"the file does not parse: {type(exc).__name__}: {exc}")
     pages = [clean_text(p) for p in pages]
@@ -175,4 +204,4 @@ def read_markup_document(data: bytes, source_file: str, *, max_pages: int | None
                     "(max_text_chars; raise it with --max-text-chars)")
     return PdfDocument(doc_id=doc_id, source_file=source_file, page_count=len(pages), pages=pages, text=text,
                        needs_ocr=False, ocr_pages=[], encrypted=False, metadata={"title": form},
-                       parts_not_read=skipped)
+                       parts_not_read=skipped, facts=facts)

@@ -64,6 +64,7 @@ class PdfDocument:
     ocred_pages: list[int] = field(default_factory=list)
     ocr_engine: str | None = None
     parts_not_read: list[str] = field(default_factory=list)  # an EDGAR submission's binaries and XBRL data files
+    facts: list[Any] = field(default_factory=list)  # inline-XBRL facts of an HTML filing (pipeline.ingest.inline_xbrl)
 
     def as_row(self) -> dict[str, Any]:
         row = {k: getattr(self, k) for k in ("doc_id", "source_file", "page_count", "pages", "text", "needs_ocr",

@@ -20,7 +20,10 @@ from pipeline.errors import ERROR_ARROW_SCHEMA, ErrorRecord
 from pipeline.grounding import field_confidence, is_grounded
 from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
 from pipeline.grounding.schema import NEVER_CONFIDENT
+from pipeline.identity import stable_id
 from pipeline.infer.confidence import field_logprobs
+from pipeline.ingest import inline_xbrl
+from pipeline.ingest.inline_xbrl import FACT_ARROW_SCHEMA
 from pipeline.ingest.transactions import transaction_row_id
 from pipeline.plan.prompts import WINDOW_FACT_LABELS
 from pipeline.plan.windows import FACT_PRECISION, FACT_SCALE
@@ -31,7 +34,7 @@ from schemas import (
     arrow_schema_for,
 )
 
-DATASETS = ("documents", "account_windows", "transactions", "errors")
+DATASETS = ("documents", "account_windows", "transactions", "filing_facts", "errors")
 KIND_DATASET = {"document": "documents", "window": "account_windows"}
 
 _RUN_FIELDS = [
@@ -119,13 +122,20 @@ def transactions_schema() -> pa.Schema:
 
 
 @cache
+def filing_facts_schema() -> pa.Schema:
+    """One row per fact of a filing (long format): concept, period, dimensions, value in full units, unit, page."""
+    head = [pa.field("row_id", pa.string(), nullable=False)]
+    return pa.schema(head + list(FACT_ARROW_SCHEMA) + [pa.field("schema_version", pa.string(), nullable=False)])
+
+
+@cache
 def errors_schema() -> pa.Schema:
     return pa.schema(list(ERROR_ARROW_SCHEMA) + _RUN_FIELDS)
 
 
 def dataset_schema(name: str) -> pa.Schema:
     return {"documents": documents_schema, "account_windows": account_windows_schema,
-            "transactions": transactions_schema, "errors": errors_schema}[name]()
+            "transactions": transactions_schema, "filing_facts": filing_facts_schema, "errors": errors_schema}[name]()
 
 
 def _fact_value(key: str, value: Any) -> Any:
@@ -183,6 +193,15 @@ def einvoice_row(unit: Any, run: dict[str, str]) -> dict[str, Any]:
 def error_rows(errors: list[ErrorRecord], run: dict[str, str]) -> pa.Table:
     rows = [{**{n: getattr(e, n) for n in ERROR_ARROW_SCHEMA.names}, **run} for e in errors]
     return pa.Table.from_pylist(rows, schema=errors_schema())
+
+
+def filing_fact_rows(facts: pa.Table, schema_version: str) -> pa.Table:
+    """The facts with their row identity: the document, the fact (concept, context, unit) and the reader."""
+    ids = [stable_id("fact", d, c, x, u, inline_xbrl.PARSER_VERSION) for d, c, x, u in zip(
+        *(facts.column(n).to_pylist() for n in ("doc_id", "concept", "context", "unit")))]
+    cols = [pa.array(ids, pa.string()), *(facts.column(n) for n in FACT_ARROW_SCHEMA.names),
+            pa.array([schema_version] * facts.num_rows, pa.string())]
+    return pa.Table.from_arrays(cols, schema=filing_facts_schema())
 
 
 def transaction_rows(transactions: pa.Table, file_sha: dict[str, str], schema_version: str) -> pa.Table:
