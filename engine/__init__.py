@@ -1,7 +1,9 @@
 """A throughput-tuned offline LLM engine: continuous batching over a paged KV cache.
 
 Public API: `LLM`, `SamplingParams`, `RequestOutput`; `load_tokenizer` and `export_hf_checkpoint` for checkpoints
-(Hugging Face directories or GGUF files). The engine knows nothing about documents or orchestration.
+(Hugging Face directories or GGUF files); `EngineConfig`/`EngineSettings` (every engine setting, one default each)
+with `add_engine_args`/`engine_overrides` for command lines; `configure_cpu_threads` for programs that run it on
+CPU. The engine knows nothing about documents or orchestration.
 """
 
 from engine.cpu_runtime import configure_cpu_threads
@@ -16,12 +18,12 @@ _API = {
     "RequestMetrics": "engine.outputs", "RequestOutput": "engine.outputs",
     "quantize_checkpoint": "engine.quantization", "SamplingParams": "engine.sampling_params",
     "SpeculativeConfig": "engine.speculative.config", "EngineConfig": "engine.config",
-    "EngineSettings": "engine.config",
+    "EngineSettings": "engine.config", "add_engine_args": "engine.args", "engine_overrides": "engine.args",
 }
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint",
            "load_tokenizer", "export_hf_checkpoint", "SpeculativeConfig", "EngineConfig", "EngineSettings",
-           "configure_cpu_threads"]
+           "configure_cpu_threads", "add_engine_args", "engine_overrides"]
 
 
 def __getattr__(name: str) -> object:

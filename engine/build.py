@@ -16,7 +16,12 @@ from engine.core import EngineCore
 from engine.cpu_runtime import keep_freed_memory
 from engine.devices import resolve_device, resolve_dtype
 from engine.distributed.block_manager import ShardedBlockManager
-from engine.kv_pool import allocate_kv_pool, default_kv_budget, kv_bytes_per_token
+from engine.kv_pool import (
+    allocate_kv_pool,
+    default_kv_budget,
+    kv_budget,
+    kv_bytes_per_token,
+)
 from engine.model_runner import ModelRunner
 from engine.models.checkpoint import Checkpoint, open_checkpoint
 from engine.models.loader import build_model, num_weights
@@ -100,8 +105,7 @@ def build_engine(config: EngineConfig) -> Engine:
         kernels = get_kernels(device, prefer=c.kernels)
         model = build_model(ckpt, dtype, device, kernels, c.quantization, lora)
         quantized_kv = c.kv_cache_dtype == "int8"
-        budget = c.kv_cache_memory or default_kv_budget(
-            device, _kv_tokens_wanted(c) * kv_bytes_per_token(ckpt.config, dtype, quantized_kv))
+        budget = kv_budget(c.kv_cache_memory, device, _kv_tokens_wanted(c), ckpt.config, dtype, quantized_kv)
         pool = allocate_kv_pool(ckpt.config, dtype, device, c.block_size, budget, quantized_kv)
         runner = ModelRunner(model, pool, dtype=dtype, device=device, max_model_len=c.max_model_len,
                              decode_layout=kernels.decode_layout)

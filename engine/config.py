@@ -66,6 +66,3 @@ class EngineConfig(EngineSettings):
     def build(cls, model: str | Path, **overrides: Any) -> EngineConfig:
         """`model` plus any settings; unknown names fail with pydantic's message naming them."""
         return cls(model_dir=Path(model), **overrides)
-
-    def settings(self) -> EngineSettings:
-        return EngineSettings(**self.model_dump(exclude={"model_dir", "adapter"}))

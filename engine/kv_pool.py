@@ -49,6 +49,13 @@ def default_kv_budget(device: torch.device, useful_bytes: int) -> int:
     return int(min(useful_bytes, 4 * GiB, 0.4 * _available_memory()))
 
 
+def kv_budget(given: int | None, device: torch.device, tokens_wanted: int, cfg: ModelConfig, dtype: torch.dtype,
+              quantized: bool) -> int:
+    """The KV pool's bytes: `given` (a configured budget), else room for `tokens_wanted` tokens within the
+    device's caps (`default_kv_budget`)."""
+    return given or default_kv_budget(device, tokens_wanted * kv_bytes_per_token(cfg, dtype, quantized))
+
+
 def allocate_kv_pool(cfg: ModelConfig, dtype: torch.dtype, device: torch.device, block_size: int, budget: int,
                      quantized: bool) -> KVPool:
     block_bytes = block_size * kv_bytes_per_token(cfg, dtype, quantized)

@@ -104,7 +104,7 @@ class ModelRunner:
         slots = [chunks[c_i].block_table[p // bs] * bs + p % bs for p, c_i, _ in rows]
         sample_rows: dict[int, list[int]] = {}  # chunk index -> its sampled rows, in position order
         for row, (p, c_i, _) in enumerate(rows):
-            if p >= chunks[c_i].end - chunks[c_i].num_sampled:
+            if p >= chunks[c_i].first_sampled:
                 sample_rows.setdefault(c_i, []).append(row)
         kv_lens = [p + 1 for p in pos]  # each decode row attends to its own position and everything before
         groups = self.decode_layout.group_rows(kv_lens)
@@ -119,7 +119,7 @@ class ModelRunner:
             slots.extend(self._slots(c.block_table, c.start, c.end))
             segments.append((c, row0))
             if c.num_sampled:
-                sample_rows[c_i] = list(range(row0 + len(c.tokens) - c.num_sampled, row0 + len(c.tokens)))
+                sample_rows[c_i] = [row0 + p - c.start for p in range(c.first_sampled, c.end)]
 
         counts = [c.num_sampled for c in chunks if c.num_sampled]
         logits_rows = [row for c_i in range(len(chunks)) for row in sample_rows.get(c_i, ())]

@@ -33,6 +33,11 @@ class Chunk:
         return self.start + len(self.tokens)
 
     @property
+    def first_sampled(self) -> int:
+        """The first sampled position (`end` when none is)."""
+        return self.end - self.num_sampled
+
+    @property
     def decode_rows(self) -> bool:
         """Whether the chunk runs as decode rows (see MAX_DECODE_QUERIES) rather than a prefill segment."""
         return len(self.tokens) <= MAX_DECODE_QUERIES

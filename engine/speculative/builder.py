@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.devices import resolve_dtype
-from engine.kv_pool import allocate_kv_pool, default_kv_budget, kv_bytes_per_token
+from engine.kv_pool import allocate_kv_pool, kv_budget
 from engine.model_runner import ModelRunner
 from engine.models.checkpoint import open_checkpoint
 from engine.models.config import ModelConfig
@@ -67,8 +67,8 @@ def _draft_model(config: SpeculativeConfig, target: TargetInfo) -> tuple[DraftMo
     dtype = resolve_dtype(config.draft_dtype, ckpt.config, target.device) if config.draft_dtype != "auto" \
         else target.dtype
     model = build_model(ckpt, dtype, target.device, target.kernels, config.draft_quantization)
-    budget = config.draft_kv_cache_memory or default_kv_budget(
-        target.device, target.kv_tokens * kv_bytes_per_token(ckpt.config, dtype, quantized=False))
+    budget = kv_budget(config.draft_kv_cache_memory, target.device, target.kv_tokens, ckpt.config, dtype,
+                       quantized=False)
     pool = allocate_kv_pool(ckpt.config, dtype, target.device, target.block_size, budget, quantized=False)
     runner = ModelRunner(model, pool, dtype=dtype, device=target.device, max_model_len=target.max_model_len,
                          decode_layout=target.kernels.decode_layout)
