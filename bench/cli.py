@@ -21,7 +21,7 @@ from bench.config import (
     expand_systems,
 )
 from bench.shapes import SHAPES
-from engine.args import add_engine_args, engine_overrides
+from engine import add_engine_args, engine_overrides
 
 _WORKLOAD_FLAGS = {  # CLI dest -> WorkloadSpec field
     "num_requests": "num_requests", "seed": "seed", "prefix_len": "prefix_len", "body_median": "body_median",

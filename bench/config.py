@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.config import EngineSettings
+from engine import EngineSettings
 
 Dtype = Literal["bfloat16", "float32", "float16"]
 

@@ -26,8 +26,13 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 from pypdf import PdfReader
 
-from engine import LLM, SamplingParams, export_hf_checkpoint, load_tokenizer
-from engine.args import add_engine_args
+from engine import (
+    LLM,
+    SamplingParams,
+    add_engine_args,
+    export_hf_checkpoint,
+    load_tokenizer,
+)
 from eval.real_gold import SCORED_FIELDS, field_matches, load_gold_dir
 from pipeline.config import (
     add_speculative_args,

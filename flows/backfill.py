@@ -27,9 +27,9 @@ from prefect.futures import as_completed
 from prefect.states import State
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.daily import daily_flow
+from flows.daily import daily_flow, day_config
 from flows.report import backfill_markdown
-from pipeline.config import EngineOptions, RunConfig, default_model_dir
+from pipeline.config import default_model_dir
 from pipeline.identity import RunIdentity
 from pipeline.ingest.discover import discover
 from pipeline.models import resolve_model
@@ -119,9 +119,9 @@ def backfill_flow(input_root: str, start: dt.date, end: dt.date, output_dir: str
     logger = get_run_logger()
     dates = date_range(start, end)
     model = resolve_model(model_dir) if model_dir else default_model_dir()
-    engine = EngineOptions(**(options or {}).get("engine", {}))
-    budgets = RunConfig(input_dir=Path(input_root), model_dir=model).max_tokens()  # the daily runs' defaults
-    plan = plan_dates(Path(input_root), Path(output_dir), dates, run_identity(model, engine, budgets), force)
+    # the identity of the daily runs: their own config (model, engine and answer budgets from `options`)
+    identity = run_identity(day_config(input_root, output_dir, dates[0], model, force, options))
+    plan = plan_dates(Path(input_root), Path(output_dir), dates, identity, force)
     todo = [p["run_date"] for p in plan if p["status"] == "todo"]
     logger.info("%d dates: %d to run, %d complete, %d without input", len(dates), len(todo),
                 sum(p["status"] == "complete" for p in plan), sum(p["status"] == "no-input" for p in plan))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.cpu_runtime import configure_cpu_threads
+from engine import configure_cpu_threads
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from engine.config import EngineSettings
+from engine import EngineSettings, SpeculativeConfig, add_engine_args, engine_overrides
 from pipeline.ingest.limits import IngestLimits
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -22,8 +22,6 @@ _RUN_ENGINE_FLAGS = ("device", "dtype", "quantization", "kv_cache_dtype", "max_n
 
 def add_engine_group(parser: Any) -> None:
     """The engine flags of `pipeline run` and `backfill` (generated from engine.config), with --speculative."""
-    from engine.args import add_engine_args  # noqa: PLC0415 - argparse only, loaded when a parser is built
-
     g = parser.add_argument_group("engine (the model's runtime; defaults from engine.config.EngineSettings)")
     add_engine_args(g, _RUN_ENGINE_FLAGS, helps={"context_parallel_size": (
         "documents whose prompt and answer do not fit the KV cache run on a second engine whose KV and attention "
@@ -34,8 +32,6 @@ def add_engine_group(parser: Any) -> None:
 
 def engine_options(args: Any) -> dict[str, Any]:
     """The EngineOptions fields `add_engine_group`'s flags set; ValueError for a bad --speculative."""
-    from engine.args import engine_overrides  # noqa: PLC0415 - see add_engine_group
-
     given = engine_overrides(args, _RUN_ENGINE_FLAGS)
     spec = speculative_config(args.speculative, args.num_speculative_tokens)
     return given | ({"speculative_config": spec} if spec is not None else {})
@@ -88,10 +84,6 @@ def speculative_config(value: str | None, num_tokens: int | None = None) -> dict
         raise ValueError(f"--speculative must be ngram, draft_model:PATH or a JSON object, got {value!r}")
     if num_tokens is not None:
         cfg["num_speculative_tokens"] = num_tokens
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from engine import SpeculativeConfig  # noqa: PLC0415 - the engine's public config, validated before any load
-
     try:
         return SpeculativeConfig.model_validate(cfg).model_dump(mode="json", exclude_defaults=True) | {
             "method": cfg["method"]}

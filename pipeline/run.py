@@ -207,13 +207,16 @@ def _plan(cfg: RunConfig, result: IngestResult, identity: RunIdentity, output_di
     done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions",
                                                               "filing_facts"))
     facts = filing_fact_rows(result.facts, identity.schema_version)
-    facts_mask = pa.array([rid not in done for rid in facts.column("row_id").to_pylist()], pa.bool_())
     todo = [u for u in units if u.row_id not in done]
-    tx_mask = pa.array([rid not in done for rid in tx_table.column("row_id").to_pylist()], pa.bool_())
     return _Todo(units, plan_errors, model=[u for u in todo if u.extracted is None],
                  direct=[u for u in todo if u.extracted is not None],
                  skipped=Counter(u.kind for u in units if u.row_id in done), tx_table=tx_table,
-                 tx_new=tx_table.filter(tx_mask), facts_new=facts.filter(facts_mask))
+                 tx_new=_unpublished(tx_table, done), facts_new=_unpublished(facts, done))
+
+
+def _unpublished(table: pa.Table, done: set[str]) -> pa.Table:
+    """The rows whose row_id is not published yet."""
+    return table.filter(pa.array([rid not in done for rid in table.column("row_id").to_pylist()], pa.bool_()))
 
 
 def _infer_all(cfg: RunConfig, stages: Stages, staging: Staging, record: RunRecord, run_fields: dict[str, str],
@@ -239,7 +242,7 @@ def _infer_all(cfg: RunConfig, stages: Stages, staging: Staging, record: RunReco
 def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
     started = dt.datetime.now(dt.timezone.utc)
     output_dir = cfg.output_dir.resolve()
-    identity = run_identity(cfg.model_dir, cfg.engine, cfg.max_tokens(), llm.tokenizer if llm is not None else None)
+    identity = run_identity(cfg, llm.tokenizer if llm is not None else None)
     run_fields = identity.row_fields()
     timings: dict[str, float] = {}
     check_output_dir(output_dir)

@@ -3,6 +3,7 @@
 from schemas.account import AccountWindowSummary, Flag, RiskLevel, WindowClassification
 from schemas.arrow import arrow_schema_for
 from schemas.document import DocType, DocumentExtraction
+from schemas.filing_facts import FACT_ARROW_SCHEMA
 from schemas.json_schema import constrained_json_schema, to_compact_json
 from schemas.transactions import TRANSACTION_ARROW_SCHEMA
 
@@ -17,6 +18,7 @@ __all__ = [
     "AccountWindowSummary",
     "DocType",
     "DocumentExtraction",
+    "FACT_ARROW_SCHEMA",
     "Flag",
     "RiskLevel",
     "TRANSACTION_ARROW_SCHEMA",

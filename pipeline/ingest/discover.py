@@ -12,7 +12,7 @@ import pyarrow as pa
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.identity import file_sha256, sha256_bytes
 from pipeline.ingest.einvoice import is_einvoice_xml
-from pipeline.ingest.inline_xbrl import FACT_ARROW_SCHEMA, facts_to_table
+from pipeline.ingest.inline_xbrl import facts_to_table
 from pipeline.ingest.limits import IngestLimits
 from pipeline.ingest.markup import HTML_SUFFIXES, MARKDOWN_SUFFIXES, is_sgml_submission
 from pipeline.ingest.ocr import engine
@@ -35,6 +35,7 @@ from pipeline.ingest.worker import (
     ParsedOcr,
     ParsedPdf,
 )
+from schemas import FACT_ARROW_SCHEMA
 
 FILE_ARROW_SCHEMA = pa.schema(
     [

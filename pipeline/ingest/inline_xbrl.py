@@ -24,6 +24,8 @@ from typing import Any
 import pyarrow as pa
 from lxml import etree
 
+from schemas import FACT_ARROW_SCHEMA
+
 PARSER_VERSION = "ixbrl-1"
 SCALE_WORDS = {3: "thousands", 6: "millions", 9: "billions", -2: "percent"}
 _DIGITS = re.compile(r"[^0-9.,]")
@@ -169,22 +171,6 @@ def _precision(decimals: str | None) -> float:
         return float(decimals)
     except ValueError:
         return float("-inf")
-
-
-FACT_ARROW_SCHEMA = pa.schema([
-    pa.field("doc_id", pa.string(), nullable=False),
-    pa.field("source_file", pa.string(), nullable=False),
-    pa.field("concept", pa.string(), nullable=False),  # the filing's element name, e.g. us-gaap:Revenues
-    pa.field("context", pa.string(), nullable=False),  # the filing's context id (with concept and unit, the fact)
-    pa.field("period_start", pa.date32()),  # null for an instant
-    pa.field("period_end", pa.date32()),
-    pa.field("dimensions", pa.string()),  # "axis=member; ..." (null: the entity as a whole)
-    pa.field("value", pa.decimal128(38, 10), nullable=False),  # in full units: the printed scale applied
-    pa.field("unit", pa.string()),  # USD, shares, USD/shares, pure
-    pa.field("scale_printed", pa.string()),  # thousands, millions, billions, percent (null: as printed)
-    pa.field("page", pa.int32(), nullable=False),
-    pa.field("method", pa.string(), nullable=False),  # xbrl: read from the filing's inline XBRL tags
-])
 
 
 def facts_to_table(docs: list[Any]) -> pa.Table:

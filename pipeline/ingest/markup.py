@@ -25,6 +25,7 @@ from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import sha256_bytes
 from pipeline.ingest.inline_xbrl import XbrlFact, read_facts
 from pipeline.ingest.pdf import PdfDocument, clean_text, pdf_doc_error_id
+from pipeline.ingest.tabular import decode_candidates
 
 HTML_SUFFIXES = (".htm", ".html", ".xhtml")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -127,12 +128,8 @@ def markdown_pages(text: str) -> list[str]:
 
 
 def _decode(data: bytes) -> str:
-    for encoding in ("utf-8", "cp1252"):
-        try:
-            return data.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-    return data.decode("latin-1")
+    """The most trustworthy decoding (BOM, UTF-8, then the Windows code pages): the delimited-log reader's."""
+    return decode_candidates(data)[0][1]
 
 
 def _text_pages(text: bytes) -> tuple[list[str], list[XbrlFact]]:

@@ -23,11 +23,11 @@ from pipeline.grounding.schema import NEVER_CONFIDENT
 from pipeline.identity import stable_id
 from pipeline.infer.confidence import field_logprobs
 from pipeline.ingest import inline_xbrl
-from pipeline.ingest.inline_xbrl import FACT_ARROW_SCHEMA
 from pipeline.ingest.transactions import transaction_row_id
 from pipeline.plan.prompts import WINDOW_FACT_LABELS
 from pipeline.plan.windows import FACT_PRECISION, FACT_SCALE
 from schemas import (
+    FACT_ARROW_SCHEMA,
     TRANSACTION_ARROW_SCHEMA,
     AccountWindowSummary,
     DocumentExtraction,

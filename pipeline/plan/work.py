@@ -12,9 +12,7 @@ from `pipeline.plan.windows.window_facts` (polars); the model only classifies an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
@@ -22,6 +20,7 @@ import pyarrow as pa
 
 import schemas
 from pipeline import grounding
+from pipeline.config import RunConfig
 from pipeline.identity import RunIdentity, stable_id
 from pipeline.ingest import einvoice, pdf_text
 from pipeline.ingest.einvoice import einvoice_fields
@@ -79,15 +78,16 @@ def output_settings(*, dtype: str, max_tokens: int, max_model_len: int | None) -
     return stable_id("settings", dtype, max_tokens, "model" if max_model_len is None else max_model_len, length=12)
 
 
-def run_identity(model_dir: Path, engine: Any, max_tokens: Mapping[str, int], tokenizer: Any = None) -> RunIdentity:
-    """The run's identity, once: `engine` its EngineOptions, `max_tokens` the answer budget per request kind;
-    chat-style prompts name their template's hash, from `tokenizer` (a loaded engine's) or the model's files."""
-    template = chat_template_sha(tokenizer) if tokenizer is not None else model_template_sha(model_dir)
+def run_identity(cfg: RunConfig, tokenizer: Any = None) -> RunIdentity:
+    """The identity of a run of `cfg`, computed once; chat-style prompts name their template's hash, from
+    `tokenizer` (a loaded engine's) or the model's files."""
+    engine = cfg.engine
+    template = chat_template_sha(tokenizer) if tokenizer is not None else model_template_sha(cfg.model_dir)
     return RunIdentity(
-        model_id=model_identity(model_dir, engine.quantization, engine.kv_cache_dtype),
+        model_id=model_identity(cfg.model_dir, engine.quantization, engine.kv_cache_dtype),
         prompt_version=prompt_version(template), schema_version=schema_version(),
         settings={kind: output_settings(dtype=engine.dtype, max_tokens=n, max_model_len=engine.max_model_len)
-                  for kind, n in max_tokens.items()})
+                  for kind, n in cfg.max_tokens().items()})
 
 
 def document_row_id(doc_id: str, identity: RunIdentity) -> str:
