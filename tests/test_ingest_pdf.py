@@ -73,3 +73,21 @@ def test_realdata_pdf_edge_cases() -> None:
         res = _read(REALDATA / "pdf_edge" / name)
         assert isinstance(res, PdfDocument) and res.text.strip(), name
     assert _read(REALDATA / "pdf_edge" / "enc_r2-rc4-40_empty-user-pw.pdf").encrypted
+
+
+def test_a_large_legitimate_array_reads(tmp_path: Path) -> None:
+    """pypdf refuses arrays over 100,000 elements by default (a guard against malicious files); long 10-Qs carry
+    such arrays (two of the docugami MSFT filings). The guard scales with the file instead: an array cannot hold
+    more elements than the file has bytes."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import ArrayObject, NameObject, NumberObject
+
+    src = make_pdf(tmp_path / "a.pdf", ["Total revenue 56,517"])
+    writer = PdfWriter(clone_from=PdfReader(src))
+    writer.pages[0][NameObject("/PieceInfo")] = ArrayObject(NumberObject(i % 10) for i in range(150_000))
+    big = tmp_path / "big.pdf"
+    with big.open("wb") as fh:
+        writer.write(fh)
+    doc = _read(big)
+    assert isinstance(doc, PdfDocument), doc
+    assert "56,517" in doc.text

@@ -7,12 +7,15 @@ model sees text prepared exactly as in its training data.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
+import pypdf
 from pypdf import PdfReader
 
 from pipeline.errors import ErrorRecord, Stage, Unit
@@ -136,20 +139,34 @@ def read_pdf(data: bytes, source_file: str, *, max_pages: int | None = None,
                            stage=Stage.INGEST, error_class=cls, message=msg)
 
     try:
-        reader = PdfReader(io.BytesIO(data), strict=False)
-        encrypted = bool(reader.is_encrypted)
-        if encrypted:
-            try:
-                ok = reader.decrypt("")
-            except Exception as exc:  # e.g. missing crypto backend for AES
-                return fail("EncryptedPDF", f"cannot decrypt with the empty password: {type(exc).__name__}: {exc}")
-            if not ok:
-                return fail("EncryptedPDF", "encrypted with a user password; the empty password does not open it")
-        if max_pages is not None and len(reader.pages) > max_pages:
-            return fail("TooManyPages", f"{len(reader.pages)} pages, over the limit of {max_pages} (max_pages)")
-        pages = _page_texts(reader)
+        with _limits_for(data):
+            return _read(data, source_file, doc_id, fail, max_pages, max_text_chars, allow_no_text)
     except Exception as exc:
         return fail("UnreadablePDF", f"pypdf could not read the file: {type(exc).__name__}: {exc}")
+
+
+def _limits_for(data: bytes) -> contextlib.AbstractContextManager[object]:
+    """pypdf's element-count guards scaled to the file: an array or dictionary in the file cannot hold more
+    entries than the file has bytes, so counts up to that are legitimate (long filings exceed pypdf's fixed
+    100,000); decompression stays bounded by pypdf's output limits."""
+    bound = max(100_000, len(data))
+    return pypdf.apply_configuration(array_maximum_element_count=bound, dictionary_maximum_element_count=bound)
+
+
+def _read(data: bytes, source_file: str, doc_id: str, fail: Callable[[str, str], ErrorRecord],
+          max_pages: int | None, max_text_chars: int | None, allow_no_text: bool) -> PdfDocument | ErrorRecord:
+    reader = PdfReader(io.BytesIO(data), strict=False)
+    encrypted = bool(reader.is_encrypted)
+    if encrypted:
+        try:
+            ok = reader.decrypt("")
+        except Exception as exc:  # e.g. missing crypto backend for AES
+            return fail("EncryptedPDF", f"cannot decrypt with the empty password: {type(exc).__name__}: {exc}")
+        if not ok:
+            return fail("EncryptedPDF", "encrypted with a user password; the empty password does not open it")
+    if max_pages is not None and len(reader.pages) > max_pages:
+        return fail("TooManyPages", f"{len(reader.pages)} pages, over the limit of {max_pages} (max_pages)")
+    pages = _page_texts(reader)
     if not pages:
         return fail("EmptyPDF", "the PDF has no pages")
     ocr_pages = [i + 1 for i, p in enumerate(pages) if not p.strip()]
