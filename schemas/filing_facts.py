@@ -15,5 +15,7 @@ FACT_ARROW_SCHEMA = pa.schema([
     pa.field("unit", pa.string()),  # USD, shares, USD/shares, pure
     pa.field("scale_printed", pa.string()),  # thousands, millions, billions, percent (null: as printed)
     pa.field("page", pa.int32(), nullable=False),
-    pa.field("method", pa.string(), nullable=False),  # xbrl: read from the filing's inline XBRL tags
+    pa.field("method", pa.string(), nullable=False),  # xbrl: the filing's inline XBRL tags; table: a statement table
+    pa.field("label", pa.string()),  # the printed row label a table fact was read from (null for xbrl)
+    pa.field("confidence", pa.float64(), nullable=False),  # 1.0 for a tagged fact
 ])

@@ -169,3 +169,12 @@ def test_number_words_and_the_more_precise_duplicate():
     rev = next(f for f in read_markup_document(twice.encode(), "x.htm").facts
                if f.concept == "us-gaap:Revenues" and f.dimensions is None)
     assert rev.value == Decimal("56517000000") and rev.page == 2  # the statement's exact figure, where it is shown
+
+
+def test_a_table_rows_cells_stay_on_one_line_when_they_hold_paragraphs():
+    """Filings wrap cell text in <p>/<div>; the row is still one line (label, then its figures), as the statement
+    reader needs."""
+    html = ("<html><body><table><tr><td><p>Cash and cash equivalents</p></td><td><div>$</div></td>"
+            "<td><p>10,616</p></td><td><p>10,454</p></td></tr><tr><td><p>Total assets</p></td><td></td>"
+            "<td><p>141,984</p></td><td><p>140,976</p></td></tr></table></body></html>")
+    assert html_pages(html) == ["Cash and cash equivalents  $  10,616  10,454\nTotal assets  141,984  140,976"]

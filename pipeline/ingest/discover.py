@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,7 +12,7 @@ import pyarrow as pa
 from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.identity import file_sha256, sha256_bytes
 from pipeline.ingest.einvoice import is_einvoice_xml
-from pipeline.ingest.inline_xbrl import facts_to_table
+from pipeline.ingest.facts import facts_to_table
 from pipeline.ingest.limits import IngestLimits
 from pipeline.ingest.markup import HTML_SUFFIXES, MARKDOWN_SUFFIXES, is_sgml_submission
 from pipeline.ingest.ocr import engine
@@ -23,6 +23,7 @@ from pipeline.ingest.pdf import (
     with_ocr,
 )
 from pipeline.ingest.profiles import SHIPPED_DIR, BankProfile, load_profiles
+from pipeline.ingest.statement_tables import statement_facts
 from pipeline.ingest.transactions import (
     TRANSACTION_SUFFIXES,
     file_unit_id,
@@ -226,6 +227,8 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
             errors.append(result)
             entry["status"], entry["n_errors"] = "error", 1
         else:
+            if not result.facts:  # no inline XBRL: the statements printed in the text, read as tables
+                result = replace(result, facts=statement_facts(result.pages))
             docs.append(result)
             if result.ocred_pages:
                 entry["details"] = json.dumps({"ocred_pages": result.ocred_pages, "ocr_engine": result.ocr_engine})

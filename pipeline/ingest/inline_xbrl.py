@@ -15,34 +15,16 @@ reader of the three elements a fact needs.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
-from typing import Any
 
-import pyarrow as pa
 from lxml import etree
 
-from schemas import FACT_ARROW_SCHEMA
+from pipeline.ingest.facts import FilingFact
 
 PARSER_VERSION = "ixbrl-1"
-SCALE_WORDS = {3: "thousands", 6: "millions", 9: "billions", -2: "percent"}
 _DIGITS = re.compile(r"[^0-9.,]")
-
-
-@dataclass(frozen=True)
-class XbrlFact:
-    concept: str
-    period_start: str | None  # ISO date; None for an instant
-    period_end: str | None
-    dimensions: str | None  # "axis=member; ..." of the context's segment, None for the entity as a whole
-    unit: str | None
-    value: Decimal
-    scale: int
-    decimals: str | None
-    page: int  # 1-based page of the filing where the fact is shown first
-    context: str
 
 
 def _local(tag: object) -> str:
@@ -133,12 +115,12 @@ def displayed_value(text: str, fmt: str | None) -> Decimal | None:
         return None
 
 
-def read_facts(root: etree._Element, page_of: dict[int, int]) -> list[XbrlFact]:
+def read_facts(root: etree._Element, page_of: dict[int, int]) -> list[FilingFact]:
     """The numeric facts of a parsed inline-XBRL document. The page walk marked each `ix:nonfraction` it met with
     its raw page index (`data-page`); `page_of` maps raw indexes to the document's 1-based pages (hidden facts,
     never shown, count on page 1)."""
     contexts, units = _contexts(root), _units(root)
-    facts: dict[tuple[str, str, str | None], XbrlFact] = {}
+    facts: dict[tuple[str, str, str | None], FilingFact] = {}
     for el in root.iter():
         if _local(el.tag) != "ix:nonfraction" or el.get("xsi:nil") == "true":
             continue
@@ -153,7 +135,7 @@ def read_facts(root: etree._Element, page_of: dict[int, int]) -> list[XbrlFact]:
         unit = units.get(el.get("unitref") or "")
         key = (concept, ctx_id, unit)
         start, end, dims = contexts[ctx_id]
-        fact = XbrlFact(concept=concept, period_start=start, period_end=end, dimensions=dims, unit=unit, value=value,
+        fact = FilingFact(concept=concept, period_start=start, period_end=end, dimensions=dims, unit=unit, value=value,
                         scale=scale, decimals=el.get("decimals"), page=page_of.get(int(el.get("data-page") or -1), 1),
                         context=ctx_id)
         shown = facts.get(key)
@@ -171,19 +153,3 @@ def _precision(decimals: str | None) -> float:
         return float(decimals)
     except ValueError:
         return float("-inf")
-
-
-def facts_to_table(docs: list[Any]) -> pa.Table:
-    """One row per fact of every document that carries inline XBRL (`PdfDocument.facts`)."""
-    rows = [{"doc_id": d.doc_id, "source_file": d.source_file, "concept": f.concept, "context": f.context,
-             "period_start": _date(f.period_start), "period_end": _date(f.period_end), "dimensions": f.dimensions,
-             "value": f.value, "unit": f.unit, "scale_printed": SCALE_WORDS.get(f.scale), "page": f.page,
-             "method": "xbrl"} for d in docs for f in d.facts]
-    return pa.Table.from_pylist(rows, schema=FACT_ARROW_SCHEMA)
-
-
-def _date(text: str | None) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(text[:10]) if text else None
-    except ValueError:
-        return None

@@ -23,7 +23,8 @@ from lxml import etree
 
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import sha256_bytes
-from pipeline.ingest.inline_xbrl import XbrlFact, read_facts
+from pipeline.ingest.facts import FilingFact
+from pipeline.ingest.inline_xbrl import read_facts
 from pipeline.ingest.pdf import PdfDocument, clean_text, pdf_doc_error_id
 from pipeline.ingest.tabular import decode_candidates
 
@@ -58,6 +59,7 @@ class _Walk:
     def __init__(self) -> None:
         self.out: list[str] = []
         self.page = 0
+        self.cells = 0  # depth of table cells around the element: a paragraph inside a cell does not end the row
 
     def _break(self) -> None:
         self.out.append(_PAGE)
@@ -68,20 +70,23 @@ class _Walk:
         style = _style(el)
         if isinstance(el.tag, str) and tag not in _SKIP and "display:none" not in style:
             block = tag in _BLOCKS
+            sep = " " if self.cells and tag not in ("tr", "table") else "\n"
             if "page-break-before:always" in style:
                 self._break()
             if tag == "ix:nonfraction":
                 el.set("data-page", str(self.page))
             if block:
-                self.out.append("\n")
+                self.out.append(sep)
             if el.text:
                 self.out.append(_SPACE.sub(" ", el.text))  # a source newline is a space; lines come from blocks
+            self.cells += tag in _CELLS
             for child in el:
                 self.visit(child)
+            self.cells -= tag in _CELLS
             if tag in _CELLS:
                 self.out.append("\t")
             if block:
-                self.out.append("\n")
+                self.out.append(sep)
             if "page-break-after:always" in style:
                 self._break()
         if el.tail:
@@ -99,7 +104,7 @@ def _lines(text: str) -> str:
     return "\n".join(lines)
 
 
-def read_html(html: bytes | str) -> tuple[list[str], list[XbrlFact]]:
+def read_html(html: bytes | str) -> tuple[list[str], list[FilingFact]]:
     """The visible text of an HTML document page by page (see the module docstring; empty pages dropped), and its
     inline-XBRL facts with the page each is shown on."""
     if not html.strip():
@@ -132,7 +137,7 @@ def _decode(data: bytes) -> str:
     return decode_candidates(data)[0][1]
 
 
-def _text_pages(text: bytes) -> tuple[list[str], list[XbrlFact]]:
+def _text_pages(text: bytes) -> tuple[list[str], list[FilingFact]]:
     """A contained document's pages and inline-XBRL facts: HTML, or plain text whose pages are `<PAGE>` marks or
     form feeds."""
     if re.search(rb"<html|<body|<div|<p[ >]|<table", text[:4096], re.I):
@@ -141,10 +146,10 @@ def _text_pages(text: bytes) -> tuple[list[str], list[XbrlFact]]:
     return [p for p in (_lines(page.replace("\t", " ")) for page in re.split(r"<PAGE>|\f", plain)) if p], []
 
 
-def sgml_pages(data: bytes) -> tuple[list[str], list[XbrlFact], list[str], str | None]:
+def sgml_pages(data: bytes) -> tuple[list[str], list[FilingFact], list[str], str | None]:
     """(pages, inline-XBRL facts, parts not read, the primary document's type) of an EDGAR submission."""
     pages: list[str] = []
-    facts: list[XbrlFact] = []
+    facts: list[FilingFact] = []
     skipped: list[str] = []
     form = None
     for block in _SGML_DOC.findall(data):
@@ -177,7 +182,7 @@ def read_markup_document(data: bytes, source_file: str, *, max_pages: int | None
                            stage=Stage.INGEST, error_class=cls, message=msg)
 
     skipped: list[str] = []
-    facts: list[XbrlFact] = []
+    facts: list[FilingFact] = []
     form = None
     try:
         if is_sgml_submission(data[:4096]):

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 from pypdf import PdfReader
 
-TEXT_VERSION = "pdftext-v3"  # bump when the text a PDF yields changes: document row ids carry it (v2: OCR;
-# v3: scans read at their own resolution, OSD's proposed turn checked by word confidence)
+TEXT_VERSION = "pdftext-v4"  # bump when the text a document yields changes: document row ids carry it (v2: OCR;
+# v3: scans read at their own resolution, OSD's proposed turn checked by word confidence; v4: an HTML table cell's
+# paragraphs stay on their row)
 
 _HSPACE = re.compile(r"[ \t\u00a0]+")
 

@@ -22,7 +22,7 @@ from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
 from pipeline.grounding.schema import NEVER_CONFIDENT
 from pipeline.identity import stable_id
 from pipeline.infer.confidence import field_logprobs
-from pipeline.ingest import inline_xbrl
+from pipeline.ingest import inline_xbrl, statement_tables
 from pipeline.ingest.transactions import transaction_row_id
 from pipeline.plan.prompts import WINDOW_FACT_LABELS
 from pipeline.plan.windows import FACT_PRECISION, FACT_SCALE
@@ -195,10 +195,13 @@ def error_rows(errors: list[ErrorRecord], run: dict[str, str]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=errors_schema())
 
 
+FACT_READERS = {"xbrl": inline_xbrl.PARSER_VERSION, "table": statement_tables.PARSER_VERSION}  # method -> version
+
+
 def filing_fact_rows(facts: pa.Table, schema_version: str) -> pa.Table:
     """The facts with their row identity: the document, the fact (concept, context, unit) and the reader."""
-    ids = [stable_id("fact", d, c, x, u, inline_xbrl.PARSER_VERSION) for d, c, x, u in zip(
-        *(facts.column(n).to_pylist() for n in ("doc_id", "concept", "context", "unit")))]
+    ids = [stable_id("fact", d, c, x, u, FACT_READERS[m]) for d, c, x, u, m in zip(
+        *(facts.column(n).to_pylist() for n in ("doc_id", "concept", "context", "unit", "method")))]
     cols = [pa.array(ids, pa.string()), *(facts.column(n) for n in FACT_ARROW_SCHEMA.names),
             pa.array([schema_version] * facts.num_rows, pa.string())]
     return pa.Table.from_arrays(cols, schema=filing_facts_schema())

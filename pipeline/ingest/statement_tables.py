@@ -1,0 +1,363 @@
+"""Financial statements read as tables from a filing's text: the income statement, balance sheet and cash-flow
+statement of a PDF, Markdown or HTML filing without inline XBRL.
+
+    statement_facts(pages) -> list[FilingFact]   (method "table")
+
+A statement is found by its title ("Consolidated Statements of Operations", "Income Statements", "Balance Sheets",
+"Statements of Cash Flows", ...) on a page, not in a contents list (a title followed by a page number). Below it:
+- header lines, up to the first row of figures: the periods of the columns ("Three Months Ended September 30, 2023
+  2022", "Years ended September 28, 2024 | September 30, 2023", "Six Months Ended June 30, 2023 2022") and the printed
+  scale ("In millions, except per share amounts"; shares may carry their own: "shares in thousands");
+- rows: a label and one figure per column; `(1,468)` is negative, `—` is zero, `$` and `%` are decoration. A label
+  line without figures ("Earnings per share:") heads the rows under it, so "Diluted" there is diluted EPS.
+A row's label maps to the US-GAAP element an analyst asks for (`CONCEPTS`: standard labels and their common
+variants); rows that map to none are not facts. Values are in full units (scale applied, per-share amounts not).
+
+Why by hand: the PDF table extractors (camelot, pdfplumber's tables) need ruling lines or word positions that a
+text layer read by pypdf does not keep, and none maps a row to its reporting concept or a column to its period;
+a statement's rows are one label and a run of figures per line, which this reader takes as such.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+from dataclasses import dataclass
+from decimal import Decimal
+
+from dateutil.relativedelta import relativedelta
+
+from pipeline.ingest.facts import FilingFact
+
+PARSER_VERSION = "statements-1"
+
+_SPACE = re.compile(r"[ \t\u00a0\u2002-\u200b]+")
+_TITLE = re.compile(
+    r"^(?:[\w.,&'’ ]{0,60}?\b)?(?:condensed\s+)?(?:consolidated\s+)?(?:condensed\s+)?(?:interim\s+)?"
+    r"(?P<kind>(?:income|earnings)\s+statements?|statements?\s+of\s+(?:consolidated\s+)?"
+    r"(?:operations(?:\s+and\s+comprehensive\s+(?:income|loss))?|income|earnings|comprehensive\s+income|"
+    r"(?:comprehensive\s+)?(?:loss|income\s+\(loss\))|cash\s+flows?|financial\s+position)|balance\s+sheets?)"
+    r"\s*(?:\((?:unaudited|continued)\))?\s*$", re.I)
+_KIND = {"income": "income", "earnings": "income", "operations": "income", "loss": "income",
+         "cash": "cash_flow", "financial": "balance", "balance": "balance"}
+_NUM = r"\(?\s*-?\$?\s*\d[\d,]*(?:\.\d+)?\s*\)?%?|\(?\s*[—–-]\s*\)?"
+_VALUE_RUN = re.compile(rf"(?:\s*\$?\s*(?:{_NUM}))+\s*$")
+_TOKEN = re.compile(_NUM)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DATE = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})\b(?:,?\s*((?:19|20)\d\d))?",
+                   re.I)
+_YEAR = re.compile(r"(?<![\d,.])((?:19|20)\d\d)(?![\d,.])")
+_DURATION = re.compile(r"\b(three|six|nine|twelve|3|6|9|12|thirteen|twenty-six|thirty-nine|fifty-two|13|26|39|52)"
+                       r"[\s-]+(months?|weeks?)\s+ended\b|\b(?:fiscal\s+)?(years?|quarters?)\s+ended\b", re.I)
+_DURATION_MONTHS = {"three": 3, "3": 3, "six": 6, "6": 6, "nine": 9, "9": 9, "twelve": 12, "12": 12}
+_WEEKS_MONTHS = {"thirteen": 3, "13": 3, "twenty-six": 6, "26": 6, "thirty-nine": 9, "39": 9, "fifty-two": 12, "52": 12}
+_SCALE = re.compile(r"\b(thousands|millions|billions)\b", re.I)  # searched in the header only
+_SHARE_SCALE = re.compile(r"shares?\b[^.;)]*?\b(?:in|reflected\s+in)\s+(thousands|millions|billions)\b", re.I)
+_SCALES = {"thousands": 3, "millions": 6, "billions": 9}
+_PERIOD_WORD = re.compile(r"\b(ended|months?|weeks?|years?|quarters?|as\s+of|at|unaudited|in\s+(?:thousands|millions|"
+                          r"billions))\b|" + "|".join(rf"\b{m}[a-z]*\b" for m in _MONTHS), re.I)
+
+
+@dataclass(frozen=True)
+class Concept:
+    """A reporting concept and the row labels that state it in a statement of `kind`."""
+
+    name: str
+    kind: str  # income | balance | cash_flow
+    label: re.Pattern[str]
+    unit: str = "USD"  # USD | USD/shares | shares
+    absolute: bool = False  # the concept is positive where the statement prints an outflow negative
+    prefer: re.Pattern[str] | None = None  # of several rows stating it, the one whose label says this
+
+
+def _c(name: str, kind: str, label: str, unit: str = "USD", absolute: bool = False,
+       prefer: str | None = None) -> Concept:
+    return Concept(name, kind, re.compile(rf"^(?:{label})$", re.I), unit, absolute,
+                   re.compile(prefer, re.I) if prefer else None)
+
+
+_EPS_HEAD = r"(earnings|income|loss).*per\s+(common\s+)?share|per\s+share"
+_SHARES_HEAD = r"weighted|shares\s+(used|outstanding)|number\s+of\s+(common\s+)?shares|share\s+count"
+# US-GAAP element names; labels as filings print them (the taxonomy's standard label and its common variants).
+CONCEPTS: tuple[Concept, ...] = (
+    _c("us-gaap:Revenues", "income",
+       r"(total\s+)?(net\s+)?(operating\s+)?(revenues?|sales)(,\s*net)?|total\s+net\s+(revenues?|sales)|"
+       r"revenues?,?\s+net", prefer=r"^total"),
+    _c("us-gaap:GrossProfit", "income", r"(total\s+)?gross\s+(margin|profit)(\s+\(loss\))?"),
+    _c("us-gaap:ResearchAndDevelopmentExpense", "income", r"research\s+and\s+development(\s+expenses?)?"),
+    _c("us-gaap:OperatingIncomeLoss", "income",
+       r"(total\s+)?operating\s+(income|earnings|loss|income\s+\(loss\)|\(loss\)\s+income)|"
+       r"(income|loss|income\s+\(loss\)|\(loss\)\s+income)\s+from\s+operations"),
+    _c("us-gaap:IncomeTaxExpenseBenefit", "income",
+       r"(provision\s+for|\(?benefit\)?\s+(from|for)|income\s+tax\s+(expense|provision))[\s(a-z)]*taxes?|"
+       r"provision\s+for\s+(income\s+)?taxes|income\s+tax\s+(expense|provision)(\s+\(benefit\))?"),
+    _c("us-gaap:NetIncomeLoss", "income",
+       r"net\s+(income|earnings|loss|income\s+\(loss\)|\(loss\)\s+income|loss\s+and\s+comprehensive\s+loss)"
+       r"(\s+attributable\s+to\s+(?!non-?controlling|minority)[\w.,&'’ -]+)?",
+       prefer=r"attributable\s+to"),  # the parent's share, where the statement splits out non-controlling interests
+    _c("us-gaap:EarningsPerShareDiluted", "income",
+       r"(net\s+)?(earnings|income|loss|income\s+\(loss\)|earnings\s+\(loss\))\s+per\s+(common\s+)?share[\w\s—–-]*"
+       r"diluted|diluted(\s+net)?\s+(earnings|income|loss|\(loss\)\s+income|income\s+\(loss\))\s+per\s+(common\s+)?"
+       r"share[\w\s.,&'—–-]*|diluted(\s+\(?\$?\)?)?", unit="USD/shares"),
+    _c("us-gaap:EarningsPerShareBasic", "income",
+       r"(net\s+)?(earnings|income|loss|income\s+\(loss\)|earnings\s+\(loss\))\s+per\s+(common\s+)?share[\w\s—–-]*"
+       r"basic|basic(\s+net)?\s+(earnings|income|loss|\(loss\)\s+income|income\s+\(loss\))\s+per\s+(common\s+)?"
+       r"share[\w\s.,&'—–-]*|basic(\s+\(?\$?\)?)?", unit="USD/shares"),
+    _c("us-gaap:WeightedAverageNumberOfDilutedSharesOutstanding", "income",
+       r"diluted|weighted[\s-]+average\s+(number\s+of\s+)?diluted\s+(common\s+)?shares(\s+outstanding)?",
+       unit="shares"),
+    _c("us-gaap:Assets", "balance", r"total\s+assets"),
+    _c("us-gaap:Liabilities", "balance", r"total\s+liabilities"),
+    _c("us-gaap:StockholdersEquity", "balance",
+       r"total\s+(stockholders|shareholders)['’]?\s+equity(\s+\(deficit\))?"),
+    _c("us-gaap:LiabilitiesAndStockholdersEquity", "balance",
+       r"total\s+liabilities\s+and\s+(stockholders|shareholders)['’]?\s+equity(\s+\(deficit\))?"),
+    _c("us-gaap:CashAndCashEquivalentsAtCarryingValue", "balance", r"cash\s+and\s+cash\s+equivalents"),
+    _c("us-gaap:NetCashProvidedByUsedInOperatingActivities", "cash_flow",
+       r"net\s+cash\s+(provided\s+by|from|\(used\s+in\)\s+provided\s+by|provided\s+by\s+\(used\s+in\)|used\s+in)\s+"
+       r"operating\s+activities|cash\s+generated\s+by\s+operating\s+activities|net\s+cash\s+from\s+operations"),
+    _c("us-gaap:PaymentsToAcquirePropertyPlantAndEquipment", "cash_flow",
+       r"(additions\s+to|purchases?\s+of|payments\s+for\s+(the\s+)?acquisition\s+of|acquisition\s+of)\s+property,?\s+"
+       r"(plant\s+)?and\s+equipment(,\s*net)?|capital\s+expenditures", absolute=True),
+)
+
+
+@dataclass
+class _Row:
+    label: str
+    values: list[Decimal | None]  # None: a dash (no amount)
+    line: str
+
+
+def _lines(page: str) -> list[str]:
+    """A page's lines, whitespace collapsed; a Markdown table that did not render (one long `|` line) becomes one
+    line per row: a cell with letters starts a row, cells of figures follow it."""
+    out: list[str] = []
+    for raw in page.splitlines():
+        line = _SPACE.sub(" ", raw).strip()
+        if line.count("|") < 4:
+            if line:
+                out.append(line)
+            continue
+        cells = [c.strip() for c in line.split("|")]
+        current: list[str] = []
+        for cell in cells:
+            if not cell or re.fullmatch(r":?-{2,}:?|\$|%", cell):
+                continue
+            if re.search(r"[A-Za-z]", cell) and not _TOKEN.fullmatch(cell):
+                if current:
+                    out.append(" ".join(current))
+                current = [cell]
+            else:
+                current.append(cell)
+        if current:
+            out.append(" ".join(current))
+    return out
+
+
+def _value(token: str) -> Decimal | None:
+    t = token.replace("$", "").replace(" ", "").replace("%", "")
+    if re.fullmatch(r"\(?[—–-]\)?", t):
+        return None
+    negative = t.startswith("(") or t.startswith("-")
+    digits = t.strip("()-").replace(",", "")
+    try:
+        number = Decimal(digits)
+    except ArithmeticError:
+        return None
+    return -number if negative else number
+
+
+_NOTE_REF = re.compile(r"\s*\((?:see\s+)?notes?\s+[\dA-Z]+(?:\s*(?:,|and|&)\s*[\dA-Z]+)*\)", re.I)
+
+
+def _row(line: str) -> _Row | None:
+    """A label followed by figures; None when the line has no figures. A reference to a note ("(Note 12)") is not
+    a figure."""
+    line = _NOTE_REF.sub("", line)
+    m = _VALUE_RUN.search(line)
+    if not m:
+        return None
+    label = line[:m.start()].rstrip(" $:").strip()
+    values = [_value(t) for t in _TOKEN.findall(m.group(0))]
+    return _Row(label, values, line)
+
+
+def _is_header(row: _Row | None, line: str) -> bool:
+    """A line of the column header: periods, dates, years, the scale (before the first row of figures)."""
+    if row is None:
+        return True
+    years = all(v is not None and v == v.to_integral() and 1990 <= v <= 2100 and "," not in str(v) for v in row.values)
+    return bool(_PERIOD_WORD.search(row.label)) or (years and not re.search(r"[a-z]{3}", row.label.lower().replace(
+        "unaudited", "")))
+
+
+def _months(text: str) -> list[int]:
+    out = []
+    for m in _DURATION.finditer(text):
+        if m.group(1):
+            n = m.group(1).lower()
+            out.append(_DURATION_MONTHS.get(n) or _WEEKS_MONTHS[n])
+        else:
+            out.append(3 if m.group(3).lower().startswith("quarter") else 12)
+    return out
+
+
+def _month_number(name: str) -> int:
+    return _MONTHS.index(name[:3].lower()) + 1
+
+
+def _column_periods(header: str, n: int, kind: str) -> list[tuple[dt.date | None, dt.date]] | None:
+    """(start, end) of each of `n` columns from the header text, or None when the header does not say. Instants
+    (balance sheet) have no start."""
+    dates = [(m.group(1), int(m.group(2)), m.group(3)) for m in _DATE.finditer(header)]
+    full = [(mon, day, int(y)) for mon, day, y in dates if y]
+    if len(full) == n:
+        ends = [_safe_date(y, _month_number(mon), day) for mon, day, y in full]
+    else:
+        years = [int(y) for y in _YEAR.findall(header)]  # in the order printed, a full date's year included
+        month_days = [(mon, day) for mon, day, _ in dates]
+        if len(years) != n or not month_days:
+            return None
+        per = n // len(month_days) if n % len(month_days) == 0 else 0
+        if not per:
+            return None
+        ends = [_safe_date(y, _month_number(month_days[i // per][0]), month_days[i // per][1])
+                for i, y in enumerate(years)]
+    if any(e is None for e in ends):
+        return None
+    if kind == "balance":
+        return [(None, e) for e in ends]  # type: ignore[misc]
+    months = _months(header)
+    if not months or n % len(months):
+        return None
+    per = n // len(months)
+    return [((e + dt.timedelta(days=1)) - relativedelta(months=months[i // per]), e)  # type: ignore[operator]
+            for i, e in enumerate(ends)]
+
+
+def _safe_date(y: int, m: int, d: int) -> dt.date | None:
+    try:
+        return dt.date(y, m, d)
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Statement:
+    kind: str
+    title: str
+    page: int
+    header: list[str]
+    rows: list[_Row]
+
+
+def _statements(pages: list[str]) -> list[_Statement]:
+    found: list[_Statement] = []
+    for number, page in enumerate(pages, start=1):
+        lines = _lines(page)
+        for i, line in enumerate(lines):
+            m = _TITLE.match(line)
+            if not m or len(line.split()) > 14:
+                continue
+            word = m.group("kind").lower().split()
+            kind = next((_KIND[w] for w in (*word[2:], *word) if w in _KIND), "income")
+            if "comprehensive" in line.lower() and "operations" not in line.lower():
+                kind = "comprehensive"
+            header: list[str] = []
+            rows: list[_Row] = []
+            for nxt in lines[i + 1:]:
+                if _TITLE.match(nxt) and rows:
+                    break
+                row = _row(nxt)
+                if not rows and _is_header(row, nxt):
+                    header.append(nxt)
+                    if len(header) > 12:
+                        break
+                    continue
+                rows.append(row if row is not None else _Row(nxt.rstrip(":"), [], nxt))
+            if sum(1 for r in rows if r.values and r.label) >= 4:
+                found.append(_Statement(kind, line, number, header, rows))
+    return found
+
+
+def _scale(text: str) -> tuple[int, int, str | None]:
+    """(scale of amounts, scale of share counts, the printed word) from the header."""
+    m = _SCALE.search(text)
+    amount = _SCALES[m.group(1).lower()] if m else 0
+    s = _SHARE_SCALE.search(text)
+    return amount, _SCALES[s.group(1).lower()] if s else amount, m.group(1).lower() if m else None
+
+
+def _facts_of(st: _Statement) -> list[FilingFact]:
+    counts = Counter(len(r.values) for r in st.rows if r.values)
+    if not counts:
+        return []
+    n = counts.most_common(1)[0][0]
+    header = " ".join([st.title, *st.header])
+    periods = _column_periods(header, n, st.kind)
+    if periods is None:
+        return []
+    amount_scale, share_scale, printed = _scale(header)
+    chosen: dict[str, tuple[Concept, _Row]] = {}
+    heading = ""
+    for row in st.rows:
+        if not row.values:
+            heading = row.label
+            continue
+        values = row.values
+        if len(values) == n + 1 and _footnote_mark(row.line):
+            values = values[1:]
+        concept = _concept(row.label, heading, st.kind) if len(values) == n else None
+        if concept is None:
+            continue
+        if concept.name not in chosen or (concept.prefer is not None and concept.prefer.search(row.label)
+                                          and not concept.prefer.search(chosen[concept.name][1].label)):
+            chosen[concept.name] = (concept, _Row(row.label, values, row.line))
+    facts: list[FilingFact] = []
+    for concept, row in chosen.values():
+        scale = 0 if concept.unit == "USD/shares" else share_scale if concept.unit == "shares" else amount_scale
+        for col, (value, (start, end)) in enumerate(zip(row.values, periods)):
+            if value is None:
+                continue
+            v = abs(value) if concept.absolute else value
+            facts.append(FilingFact(concept=concept.name, period_start=start.isoformat() if start else None,
+                                    period_end=end.isoformat(), dimensions=None, unit=concept.unit,
+                                    value=v.scaleb(scale), scale=scale, decimals=None, page=st.page,
+                                    context=f"table p{st.page} col{col + 1}", method="table", label=row.label))
+    return facts
+
+
+def _footnote_mark(line: str) -> bool:
+    """A footnote marker printed after the label ("Net Income Per Share 1 $ 0.88 ..."): a single digit, not an
+    amount, directly after a word."""
+    return bool(re.search(r"[A-Za-z)]\s*[1-9]\s+\$?\s*[\d(]", line))
+
+
+def _concept(label: str, heading: str, kind: str) -> Concept | None:
+    clean = re.sub(r"\s+", " ", label.replace("’", "'")).strip(" :$").lower()
+    clean = re.sub(r"\s*\(\d\)$|\s*\(unaudited\)$", "", clean)
+    for c in CONCEPTS:
+        if c.kind != kind and not (kind == "comprehensive" and c.name == "us-gaap:NetIncomeLoss"):
+            continue
+        if not c.label.match(clean):
+            continue
+        if re.fullmatch(r"(basic|diluted)[\s($)]*", clean):  # a bare "Diluted": its heading says of what
+            shares = bool(re.search(_SHARES_HEAD, heading, re.I))
+            if c.unit == "shares" and not shares or c.unit == "USD/shares" and (
+                    shares or not re.search(_EPS_HEAD, heading, re.I)):
+                continue
+        return c
+    return None
+
+
+def statement_facts(pages: list[str]) -> list[FilingFact]:
+    """The facts of the primary statements found in `pages` (1-based page numbers). A concept's value per period is
+    taken from the first statement of its kind that states it (a comprehensive-income statement repeats net
+    income; it counts only where no income statement was read)."""
+    out: dict[tuple[str, str | None, str], FilingFact] = {}
+    for st in sorted(_statements(pages), key=lambda s: (s.kind == "comprehensive", s.page)):
+        for f in _facts_of(st):
+            out.setdefault((f.concept, f.period_start, f.period_end or ""), f)
+    return list(out.values())

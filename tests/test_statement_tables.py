@@ -1,0 +1,121 @@
+"""Statement tables read from a filing's text: periods from the column header, the printed scale, negative numbers
+in parentheses, row labels to US-GAAP concepts (pipeline.ingest.statement_tables)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from pipeline.ingest.facts import FilingFact, current_period_fact
+from pipeline.ingest.statement_tables import statement_facts
+
+QUARTERLY = """ACME CORP
+CONDENSED CONSOLIDATED STATEMENTS OF OPERATIONS
+(in thousands, except per share data)
+(unaudited)
+Three Months Ended
+June 30,
+Six Months Ended
+June 30,
+2024 2023 2024 2023
+Net product sales $ 1,200 $ 1,000 $ 2,300 $ 1,900
+Total net sales 2,000 1,500 3,900 2,800
+Operating income (loss) (150) 20 (310 ) 40
+Net income (loss) $ (1,468) $ 8,113 $ (2,000) $ 9,000
+Earnings per share:
+Basic $ (0.66) $ 1.99 $ (0.90) $ 2.10
+Diluted $ (0.66) $ 1.98 $ (0.90) $ 2.09
+Weighted average shares outstanding:
+Basic 4,154 4,079 4,150 4,070
+Diluted 4,154 4,107 4,150 4,100
+"""
+
+
+def _by(facts: list[FilingFact], concept: str) -> dict[tuple[str | None, str | None], Decimal]:
+    return {(f.period_start, f.period_end): f.value for f in facts if f.concept == f"us-gaap:{concept}"}
+
+
+def test_periods_scale_and_parentheses_from_a_quarterly_statement() -> None:
+    facts = statement_facts(["Table of Contents", QUARTERLY])
+    revenue = _by(facts, "Revenues")
+    assert revenue == {("2024-04-01", "2024-06-30"): Decimal(2_000_000), ("2023-04-01", "2023-06-30"): Decimal(1_500_000),
+                       ("2024-01-01", "2024-06-30"): Decimal(3_900_000), ("2023-01-01", "2023-06-30"): Decimal(2_800_000)}
+    assert _by(facts, "NetIncomeLoss")[("2024-04-01", "2024-06-30")] == Decimal(-1_468_000)
+    assert _by(facts, "OperatingIncomeLoss")[("2024-01-01", "2024-06-30")] == Decimal(-310_000)  # "(310 )"
+    eps = _by(facts, "EarningsPerShareDiluted")  # per-share amounts are not scaled
+    assert eps[("2024-04-01", "2024-06-30")] == Decimal("-0.66") and eps[("2023-01-01", "2023-06-30")] == Decimal("2.09")
+    shares = _by(facts, "WeightedAverageNumberOfDilutedSharesOutstanding")  # "Diluted" under the shares heading
+    assert shares[("2023-04-01", "2023-06-30")] == Decimal(4_107_000)
+    assert {f.page for f in facts} == {2} and {f.method for f in facts} == {"table"}
+    assert {f.unit for f in facts if f.concept.endswith("Diluted")} == {"USD/shares"}
+    current = current_period_fact(facts, "revenue", months=3)
+    assert current is not None and current.value == Decimal(2_000_000) and current.period_end == "2024-06-30"
+
+
+def test_contents_lines_and_prose_are_not_statements() -> None:
+    toc = ("INDEX\nCondensed Consolidated Statements of Operations 3\nCondensed Consolidated Balance Sheets 4\n"
+           "Our statements of operations include revenue of $ 5,000 and 4,000 for 2024 2023\n")
+    assert statement_facts([toc]) == []
+
+
+def test_markdown_table_on_one_line_and_full_dates() -> None:
+    md = ("CONSOLIDATED STATEMENTS OF OPERATIONS\n(In millions, except number of shares, which are reflected in "
+          "thousands, and per-share amounts)\n| Net sales: | | | Years ended September 28, 2024 | | | September 30, "
+          "2023 | |:---|:--|--:|:--|--:| | Total net sales | | $ | 391,035 | | $ | 383,285 | | Net income | | $ | "
+          "93,736 | | $ | 96,995 | | Other income/(expense), net | | | 269 | | | -565 | | Earnings per share: | | | "
+          "| | | Diluted | | $ | 6.08 | | $ | 6.13 | | Shares used in computing earnings per share: | | | | | | "
+          "Diluted | | | 15,408,095 | | | 15,812,547 |")
+    facts = statement_facts([md])
+    assert _by(facts, "Revenues") == {("2023-09-29", "2024-09-28"): Decimal("391035e6"),
+                                      ("2022-10-01", "2023-09-30"): Decimal("383285e6")}
+    assert _by(facts, "EarningsPerShareDiluted")[("2023-09-29", "2024-09-28")] == Decimal("6.08")
+    # shares carry their own printed scale (thousands), amounts theirs (millions)
+    assert _by(facts, "WeightedAverageNumberOfDilutedSharesOutstanding")[("2023-09-29", "2024-09-28")] == Decimal(
+        "15408095e3")
+
+
+def test_parent_share_of_net_income_and_footnote_marks() -> None:
+    text = ("CONSOLIDATED STATEMENTS OF INCOME\n(In millions except per share data)\nYear Ended December 31,\n"
+            "2024 2023\nNet Operating Revenues 47,061 45,754\nConsolidated Net Income 10,649 10,703\n"
+            "Less: Net income attributable to noncontrolling interests 18 (11)\n"
+            "Net Income Attributable to Shareowners of The Coca-Cola Company $ 10,631 $ 10,714\n"
+            "Basic Net Income Per Share 1 $ 2.47 $ 2.48\nDiluted Net Income Per Share (Note 12) $ 2.46 $ 2.47\n")
+    facts = statement_facts([text])
+    assert _by(facts, "NetIncomeLoss")[("2024-01-01", "2024-12-31")] == Decimal("10631e6")
+    assert _by(facts, "EarningsPerShareBasic")[("2024-01-01", "2024-12-31")] == Decimal("2.47")
+    assert _by(facts, "EarningsPerShareDiluted")[("2023-01-01", "2023-12-31")] == Decimal("2.47")
+    assert _by(facts, "Revenues")[("2024-01-01", "2024-12-31")] == Decimal("47061e6")
+
+
+def test_balance_sheet_columns_are_instants() -> None:
+    text = ("CONDENSED CONSOLIDATED BALANCE SHEETS\n(In millions) (Unaudited)\nSeptember 30, 2023 June 30, 2023\n"
+            "Cash and cash equivalents $ 80,452 $ 34,704\nTotal assets 445,785 411,976\nTotal liabilities 223,447 "
+            "205,753\nTotal stockholders’ equity 222,338 206,223\nTotal liabilities and stockholders’ equity 445,785 "
+            "411,976\n")
+    facts = statement_facts([text])
+    assert _by(facts, "Assets") == {(None, "2023-09-30"): Decimal("445785e6"), (None, "2023-06-30"): Decimal("411976e6")}
+    assert _by(facts, "StockholdersEquity")[(None, "2023-09-30")] == Decimal("222338e6")
+
+
+def test_a_header_without_periods_gives_no_facts() -> None:
+    text = "CONSOLIDATED STATEMENTS OF OPERATIONS\n(In millions)\nRevenue 100 90\nNet income 10 9\nCost 5 4\nTax 1 1\n"
+    assert statement_facts([text]) == []  # columns whose period is not printed are not guessed
+
+
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "financial_text"
+
+
+@pytest.mark.skipif(not REALDATA.exists(), reason="shared real data not present")
+def test_msft_10q_pdf_headline_facts() -> None:
+    from pipeline.ingest.pdf import PdfDocument, read_pdf
+
+    p = REALDATA / "docugami_10Q_2023_Q3_MSFT.pdf"
+    doc = read_pdf(p.read_bytes(), p.name)
+    assert isinstance(doc, PdfDocument)
+    facts = statement_facts(doc.pages)
+    got = {h: current_period_fact(facts, h, months=3) for h in ("revenue", "net_income", "eps_diluted")}
+    assert {h: (f.value, f.period_end, f.page) for h, f in got.items() if f} == {
+        "revenue": (Decimal("56517e6"), "2023-09-30", 3), "net_income": (Decimal("22291e6"), "2023-09-30", 3),
+        "eps_diluted": (Decimal("2.99"), "2023-09-30", 3)}
