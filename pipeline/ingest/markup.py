@@ -26,6 +26,7 @@ from pipeline.identity import sha256_bytes
 from pipeline.ingest.facts import FilingFact
 from pipeline.ingest.inline_xbrl import read_facts
 from pipeline.ingest.pdf import PdfDocument, clean_text, pdf_doc_error_id
+from pipeline.ingest.pdf_text import join_pages
 from pipeline.ingest.tabular import decode_candidates
 
 HTML_SUFFIXES = (".htm", ".html", ".xhtml")
@@ -200,7 +201,7 @@ def read_markup_document(data: bytes, source_file: str, *, max_pages: int | None
     if max_pages is not None and len(pages) > max_pages:
         return fail("TooManyPages", f"{len(pages)} pages, over the limit of {max_pages} (max_pages; raise it with "
                     "--max-pages)")
-    text = "\n\n".join(pages)
+    text = join_pages(pages)
     if max_text_chars is not None and len(text) > max_text_chars:
         return fail("TextTooLong", f"{len(text):,} characters of text, over the limit of {max_text_chars:,} "
                     "(max_text_chars; raise it with --max-text-chars)")

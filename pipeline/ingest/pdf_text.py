@@ -29,13 +29,18 @@ def _clean(page: str) -> str:
 
 def document_text(pages: Sequence[str]) -> str:
     """Join cleaned pages; pages after the first are introduced by a `[page N]` marker."""
+    return join_pages([_clean(page) for page in pages])
+
+
+def join_pages(pages: Sequence[str]) -> str:
+    """One text of a document's pages, each page after the first introduced by a `[page N]` line (the marker
+    section splitting and grounding read pages by)."""
     parts: list[str] = []
     for number, page in enumerate(pages, start=1):
-        cleaned = _clean(page)
         if number > 1:
             parts.append(f"[page {number}]")
-        if cleaned:
-            parts.append(cleaned)
+        if page:
+            parts.append(page)
     return "\n".join(parts)
 
 
