@@ -69,9 +69,10 @@ def load_model_task(model_dir: Path, engine_kwargs: dict[str, Any]) -> Any:
 
 @task(name="prepare-requests", cache_policy=NO_CACHE, persist_result=False)
 def prepare_task(units: list[Any], tokenizer: Any, max_model_len: int, max_tokens: dict[str, int],
-                 bucket_size: int, bucket_tokens: int) -> PreparedRequests:
-    """Work units -> exact token ids, length buckets."""
-    prepared = prepare_requests(units, tokenizer, max_model_len, max_tokens, bucket_size, bucket_tokens)
+                 bucket_size: int, bucket_tokens: int, section_tokens: int) -> PreparedRequests:
+    """Work units -> exact token ids, length buckets (a filing -> its sections' requests)."""
+    prepared = prepare_requests(units, tokenizer, max_model_len, max_tokens, bucket_size, bucket_tokens,
+                                section_tokens)
     get_run_logger().info("%d requests in %d buckets, %d prepare errors", prepared.n_items, len(prepared.buckets),
                           len(prepared.errors))
     return prepared
@@ -111,8 +112,9 @@ def prefect_stages(*, refresh_cache: bool = False) -> Stages:
         return load_model_task(model_dir, engine_kwargs)
 
     def run_prepare(units: list[Any], tokenizer: Any, max_model_len: int, max_tokens: dict[str, int],
-                    bucket_size: int, bucket_tokens: int) -> PreparedRequests:
-        return prepare_task(quote(units), tokenizer, max_model_len, max_tokens, bucket_size, bucket_tokens)
+                    bucket_size: int, bucket_tokens: int, section_tokens: int) -> PreparedRequests:
+        return prepare_task(quote(units), tokenizer, max_model_len, max_tokens, bucket_size, bucket_tokens,
+                            section_tokens)
 
     def run_infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str],
                   progress: Any = None) -> Iterator[BucketResult]:

@@ -153,6 +153,9 @@ class RunConfig(BaseModel):
     default_currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
     max_tokens_document: int = Field(default=160, ge=8)
     max_tokens_window: int = Field(default=160, ge=8)
+    max_tokens_section: int = Field(default=192, ge=16, description="answer budget of one section's summary")
+    section_tokens: int = Field(default=2048, ge=256, description="a long document's sections hold at most this "
+                                "many tokens of its text (fewer where the model's context is shorter)")
     bucket_size: int = Field(default=32, ge=1, description="max requests per bucket")
     bucket_tokens: int = Field(default=32768, ge=256, description="max prompt tokens per bucket")
     extraction: Literal["auto", "model"] = Field(
@@ -201,7 +204,8 @@ class RunConfig(BaseModel):
 
     def max_tokens(self) -> dict[str, int]:
         """The answer's token budget per request kind."""
-        return {"document": self.max_tokens_document, "window": self.max_tokens_window}
+        return {"document": self.max_tokens_document, "window": self.max_tokens_window,
+                "section": self.max_tokens_section}
 
     def engine_kwargs(self) -> dict[str, Any]:
         """The ordinary engine's settings that differ from the engine's defaults (the context-parallel one adds

@@ -33,6 +33,12 @@ class Unit:
     ROW = "row"
     DOCUMENT = "document"
     WINDOW = "window"
+    SECTION = "section"  # a section of a long document, summarised on its own
+
+    @staticmethod
+    def of_request(kind: str) -> str:
+        """The unit a model request of `kind` (document, window, section) accounts for."""
+        return {"document": Unit.DOCUMENT, "window": Unit.WINDOW, "section": Unit.SECTION}[kind]
 
 
 ERROR_ARROW_SCHEMA = pa.schema(

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipeline.config import RunConfig
 from pipeline.errors import (
@@ -47,6 +48,7 @@ from pipeline.infer.progress import InferProgress
 from pipeline.ingest import IngestResult, ingest
 from pipeline.models import load_llm, model_identity
 from pipeline.output.datasets import (
+    DATASETS,
     KIND_DATASET,
     dataset_schema,
     einvoice_row,
@@ -54,6 +56,7 @@ from pipeline.output.datasets import (
     filing_fact_rows,
     transaction_rows,
 )
+from pipeline.output.filings import filing_facts_of, filing_row
 from pipeline.output.manifest import RunRecord, build_manifest
 from pipeline.output.sink import (
     COMMIT,
@@ -63,6 +66,7 @@ from pipeline.output.sink import (
     output_lock,
     publish_committed,
     published_ids,
+    published_parts,
     roll_forward,
 )
 from pipeline.plan.bucketing import Bucket, PreparedRequests, prepare_requests
@@ -148,7 +152,8 @@ def _run_key(cfg: RunConfig, identity: RunIdentity, result: IngestResult, todo: 
     extra = (kv_capacity,) if kv_capacity is not None else ()
     return stable_id("run", cfg.run_date.isoformat(), identity.model_id, identity.prompt_version,
                      identity.schema_version,
-                     cfg.max_tokens_document, cfg.max_tokens_window, cfg.bucket_size, cfg.bucket_tokens,
+                     cfg.max_tokens_document, cfg.max_tokens_window, cfg.max_tokens_section, cfg.section_tokens,
+                     cfg.bucket_size, cfg.bucket_tokens,
                      max_model_len, cfg.force, cfg.limit, cfg.extraction, files, sorted(todo), *extra, length=16)
 
 
@@ -204,8 +209,7 @@ class _Todo:
 def _plan(cfg: RunConfig, result: IngestResult, identity: RunIdentity, output_dir: Path) -> _Todo:
     units, plan_errors = plan_units(result, identity, cfg.extraction)
     tx_table = transaction_rows(result.transactions, result.file_sha(), identity.schema_version)
-    done = set() if cfg.force else published_ids(output_dir, ("documents", "account_windows", "transactions",
-                                                              "filing_facts"))
+    done = set() if cfg.force else published_ids(output_dir, tuple(d for d in DATASETS if d != "errors"))
     facts = filing_fact_rows(result.facts, identity.schema_version)
     todo = [u for u in units if u.row_id not in done]
     return _Todo(units, plan_errors, model=[u for u in todo if u.extracted is None],
@@ -277,7 +281,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
             prepared = PreparedRequests()
             if llm is not None:
                 prepared = stages.prepare(todo.model, llm.tokenizer, max_model_len, cfg.max_tokens(),
-                                          cfg.bucket_size, cfg.bucket_tokens)
+                                          cfg.bucket_size, cfg.bucket_tokens, cfg.section_tokens)
             long_buckets: list[Bucket] = []
             if capacity is not None:
                 prepared.buckets, long_buckets = route_long(prepared.buckets, capacity, cfg.bucket_size)
@@ -294,6 +298,9 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
         with _timed(timings, "infer"):
             _, long_requests = _infer_all(cfg, stages, staging, record, run_fields,
                                           [(lambda: llm, prepared.buckets), (context_parallel, long_buckets)])
+        if prepared.filings and not staging.is_done("reduce"):
+            staging.write_part("reduce", {"documents": _filing_rows(prepared, staging, result, output_dir,
+                                                                      run_fields)})
         manifest = build_manifest(cfg, record, staging, llm)
         if cp_llm:
             manifest["engine_config"]["context_parallel"] = cp_llm[0].config_summary()
@@ -301,6 +308,20 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
                 **cp_llm[0].stats(), "requests": long_requests}
         published = stages.write(staging, manifest)
     return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
+
+
+def _filing_rows(prepared: PreparedRequests, staging: Staging, result: IngestResult, output_dir: Path,
+                 run_fields: dict[str, str]) -> pa.Table:
+    """The reduce step: each filing's documents row from its sections' rows (staged by this run, or published by
+    an earlier one) and its facts."""
+    wanted = {rid for plan in prepared.filings for rid, _ in plan.sections}
+    cols = ["row_id", "chars_read", "prompt_tokens", "output_tokens"]
+    tables = [pq.read_table(p, columns=cols) for p in staging.staged()["filing_sections"]]
+    tables += [pq.read_table(p, columns=cols) for p in published_parts(output_dir, "filing_sections")]
+    rows = {r["row_id"]: r for t in tables for r in t.to_pylist() if r["row_id"] in wanted}
+    out = [filing_row(plan, rows, filing_facts_of(result.facts, plan.unit.context["doc_id"]), run_fields)
+           for plan in prepared.filings]
+    return pa.Table.from_pylist(out, schema=dataset_schema("documents"))
 
 
 def _einvoice_table(units: list[WorkUnit], run_fields: dict[str, str]) -> pa.Table:

@@ -72,7 +72,8 @@ def test_every_input_file_and_row_is_accounted_for_exactly_once(inputs: Path, fa
     # the remaining file is the unsupported one
     assert [e["source_file"] for e in errs if e["unit"] == "file"] == ["notes.rtf"]
     assert summary.manifest["outputs"] == {"documents": len(docs), "account_windows": len(wins),
-                                           "transactions": len(txs), "filing_facts": 0, "errors": len(errs)}
+                                           "transactions": len(txs), "filing_facts": 0, "filing_sections": 0,
+                                           "errors": len(errs)}
 
 
 def test_rerun_is_identical_and_force_never_duplicates(inputs: Path, fake_model: Path, tmp_path: Path) -> None:

@@ -119,3 +119,13 @@ def test_msft_10q_pdf_headline_facts() -> None:
     assert {h: (f.value, f.period_end, f.page) for h, f in got.items() if f} == {
         "revenue": (Decimal("56517e6"), "2023-09-30", 3), "net_income": (Decimal("22291e6"), "2023-09-30", 3),
         "eps_diluted": (Decimal("2.99"), "2023-09-30", 3)}
+
+
+def test_the_currency_is_the_statements_own() -> None:
+    text = ("CONSOLIDATED INCOME STATEMENT\n(in millions of euros, except per share data)\nYear ended December 31,\n"
+            "2024 2023\nRevenue € 1,000 € 900\nNet income 100 90\nDiluted earnings per share € 1.10 € 0.99\n"
+            "Operating income 150 120\n")
+    facts = statement_facts([text])
+    assert {f.unit for f in facts} == {"EUR", "EUR/shares"}
+    bare = text.replace("€ ", "").replace("of euros", "")  # no currency printed: no unit invented
+    assert {f.unit for f in statement_facts([bare])} == {None, "shares"} - {"shares"}

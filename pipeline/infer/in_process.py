@@ -49,8 +49,10 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
             if item.unit.kind == "document":
                 params.append(_params(item.unit.kind, item.max_tokens, item.visible_text))
                 continue
-            # a window's schema depends only on which flag counts are non-zero: one params object per such set
-            key = (item.unit.kind, item.max_tokens, tuple(supported_flags(item.unit.facts or {})))
+            # a window's schema depends only on which flag counts are non-zero: one params object per such set;
+            # every section shares one
+            flags = tuple(supported_flags(item.unit.facts or {})) if item.unit.kind == "window" else ()
+            key = (item.unit.kind, item.max_tokens, flags)
             if key not in params_cache:
                 params_cache[key] = _params(item.unit.kind, item.max_tokens, facts=item.unit.facts)
             params.append(params_cache[key])
@@ -71,7 +73,7 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
 
 def engine_errors(items: list[WorkItem], message: str) -> list[ErrorRecord]:
     """One EngineError row per item the engine could not finish."""
-    return [ErrorRecord(row_id=i.unit.row_id, unit=Unit.DOCUMENT if i.unit.kind == "document" else Unit.WINDOW,
+    return [ErrorRecord(row_id=i.unit.row_id, unit=Unit.of_request(i.unit.kind),
                         source_file=i.unit.source_file, stage=Stage.INFER, error_class="EngineError", message=message,
                         n_rows=i.unit.n_rows) for i in items]
 

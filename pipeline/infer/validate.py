@@ -18,12 +18,15 @@ from pydantic import BaseModel, ValidationError
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.grounding import field_choices, grounded_schema
 from pipeline.grounding.windows import grounded_window_schema
-from schemas import AccountWindowSummary, DocumentExtraction, constrained_json_schema
+from schemas import AccountWindowSummary, DocumentExtraction, SectionSummary, constrained_json_schema
+
+
+OUTPUT_MODELS: dict[str, type[BaseModel]] = {"document": DocumentExtraction, "window": AccountWindowSummary,
+                                              "section": SectionSummary}
 
 
 def output_model(kind: str) -> type[BaseModel]:
-
-    return DocumentExtraction if kind == "document" else AccountWindowSummary
+    return OUTPUT_MODELS[kind]
 
 
 @functools.cache
@@ -62,7 +65,7 @@ def validate_completion(
     error: str | None, max_tokens: int,
 ) -> BaseModel | ErrorRecord:
     """Parse and validate one completion; the error row (if any) says which stage and why."""
-    unit = Unit.DOCUMENT if kind == "document" else Unit.WINDOW
+    unit = Unit.of_request(kind)
 
     def fail(stage: str, cls: str, msg: str) -> ErrorRecord:
         return ErrorRecord(row_id=row_id, unit=unit, source_file=source_file, stage=stage, error_class=cls,

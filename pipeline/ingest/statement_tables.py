@@ -41,8 +41,9 @@ _TITLE = re.compile(
     r"\s*(?:\((?:unaudited|continued)\))?\s*$", re.I)
 _KIND = {"income": "income", "earnings": "income", "operations": "income", "loss": "income",
          "cash": "cash_flow", "financial": "balance", "balance": "balance"}
-_NUM = r"\(?\s*-?\$?\s*\d[\d,]*(?:\.\d+)?\s*\)?%?|\(?\s*[—–-]\s*\)?"
-_VALUE_RUN = re.compile(rf"(?:\s*\$?\s*(?:{_NUM}))+\s*$")
+_SYM = r"(?:[$€£¥]|[CA]\$)"  # a currency symbol printed before a figure: decoration
+_NUM = rf"\(?\s*-?{_SYM}?\s*\d[\d,]*(?:\.\d+)?\s*\)?%?|\(?\s*[—–-]\s*\)?"
+_VALUE_RUN = re.compile(rf"(?:\s*{_SYM}?\s*(?:{_NUM}))+\s*$")
 _TOKEN = re.compile(_NUM)
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DATE = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})\b(?:,?\s*((?:19|20)\d\d))?",
@@ -66,7 +67,7 @@ class Concept:
     name: str
     kind: str  # income | balance | cash_flow
     label: re.Pattern[str]
-    unit: str = "USD"  # USD | USD/shares | shares
+    unit: str = "USD"  # USD | USD/shares | shares; USD stands for the statement's currency
     absolute: bool = False  # the concept is positive where the statement prints an outflow negative
     prefer: re.Pattern[str] | None = None  # of several rows stating it, the one whose label says this
 
@@ -143,7 +144,7 @@ def _lines(page: str) -> list[str]:
         cells = [c.strip() for c in line.split("|")]
         current: list[str] = []
         for cell in cells:
-            if not cell or re.fullmatch(r":?-{2,}:?|\$|%", cell):
+            if not cell or re.fullmatch(r":?-{2,}:?|[$€£¥%]", cell):
                 continue
             if re.search(r"[A-Za-z]", cell) and not _TOKEN.fullmatch(cell):
                 if current:
@@ -157,7 +158,7 @@ def _lines(page: str) -> list[str]:
 
 
 def _value(token: str) -> Decimal | None:
-    t = token.replace("$", "").replace(" ", "").replace("%", "")
+    t = re.sub(r"[$€£¥CA ]|%", "", token)
     if re.fullmatch(r"\(?[—–-]\)?", t):
         return None
     negative = t.startswith("(") or t.startswith("-")
@@ -179,7 +180,7 @@ def _row(line: str) -> _Row | None:
     m = _VALUE_RUN.search(line)
     if not m:
         return None
-    label = line[:m.start()].rstrip(" $:").strip()
+    label = line[:m.start()].rstrip(" $€£¥:").strip()
     values = [_value(t) for t in _TOKEN.findall(m.group(0))]
     return _Row(label, values, line)
 
@@ -282,6 +283,17 @@ def _statements(pages: list[str]) -> list[_Statement]:
     return found
 
 
+_CURRENCIES = (("CAD", r"C\$|\bCAD\b|canadian\s+dollars"), ("AUD", r"A\$|\bAUD\b|australian\s+dollars"),
+               ("EUR", r"€|\bEUR\b|\beuros?\b"), ("GBP", r"£|\bGBP\b|\bsterling\b|\bpounds\b"),
+               ("JPY", r"¥|\bJPY\b|\byen\b"), ("CHF", r"\bCHF\b|swiss\s+francs"),
+               ("USD", r"\$|\bUSD\b|\bdollars\b"))
+
+
+def statement_currency(text: str) -> str | None:
+    """The currency a statement prints its amounts in (its symbol or name in the header or rows), or None."""
+    return next((code for code, pattern in _CURRENCIES if re.search(pattern, text, re.I)), None)
+
+
 def _scale(text: str) -> tuple[int, int, str | None]:
     """(scale of amounts, scale of share counts, the printed word) from the header."""
     m = _SCALE.search(text)
@@ -300,6 +312,7 @@ def _facts_of(st: _Statement) -> list[FilingFact]:
     if periods is None:
         return []
     amount_scale, share_scale, printed = _scale(header)
+    currency = statement_currency(" ".join([header, *(r.line for r in st.rows)]))
     chosen: dict[str, tuple[Concept, _Row]] = {}
     heading = ""
     for row in st.rows:
@@ -322,8 +335,10 @@ def _facts_of(st: _Statement) -> list[FilingFact]:
             if value is None:
                 continue
             v = abs(value) if concept.absolute else value
+            unit = concept.unit.replace("USD", currency) if currency else None if "USD" in concept.unit else \
+                concept.unit
             facts.append(FilingFact(concept=concept.name, period_start=start.isoformat() if start else None,
-                                    period_end=end.isoformat(), dimensions=None, unit=concept.unit,
+                                    period_end=end.isoformat(), dimensions=None, unit=unit,
                                     value=v.scaleb(scale), scale=scale, decimals=None, page=st.page,
                                     context=f"table p{st.page} col{col + 1}", method="table", label=row.label))
     return facts

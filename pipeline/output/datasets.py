@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pipeline.errors import ERROR_ARROW_SCHEMA, ErrorRecord
 from pipeline.grounding import field_confidence, is_grounded
 from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
+from pipeline.grounding.numbers import unsupported_numbers
 from pipeline.grounding.schema import NEVER_CONFIDENT
 from pipeline.identity import stable_id
 from pipeline.infer.confidence import field_logprobs
@@ -31,11 +32,12 @@ from schemas import (
     TRANSACTION_ARROW_SCHEMA,
     AccountWindowSummary,
     DocumentExtraction,
+    SectionSummary,
     arrow_schema_for,
 )
 
-DATASETS = ("documents", "account_windows", "transactions", "filing_facts", "errors")
-KIND_DATASET = {"document": "documents", "window": "account_windows"}
+DATASETS = ("documents", "account_windows", "transactions", "filing_facts", "filing_sections", "errors")
+KIND_DATASET = {"document": "documents", "window": "account_windows", "section": "filing_sections"}
 
 _RUN_FIELDS = [
     pa.field("model_id", pa.string(), nullable=False),
@@ -75,8 +77,12 @@ def documents_schema() -> pa.Schema:
         pa.field("encrypted", pa.bool_(), nullable=False),
         pa.field("truncated", pa.bool_(), nullable=False),
         pa.field("text_read_fraction", pa.float64(), nullable=False),  # of the document's text, what was read
-        # which engine read it: "engine", "context_parallel" (its KV did not fit one engine), or "embedded_xml"
+        # how it was read: "engine", "context_parallel" (its KV did not fit one engine), "embedded_xml", or
+        # "sections" (a filing read whole, section by section: the filing_sections dataset)
         pa.field("route", pa.string(), nullable=False),
+        pa.field("form_type", pa.string()),  # 10-K, 10-Q, 8-K, prospectus, annual_report; null: not a filing
+        pa.field("sections_read", pa.int32()),  # a filing's sections summarised, of sections_total
+        pa.field("sections_total", pa.int32()),
         pa.field("prompt_tokens_full", pa.int64(), nullable=False),
         pa.field("title", pa.string()),
         pa.field("author", pa.string()),
@@ -99,6 +105,30 @@ def documents_schema() -> pa.Schema:
         pa.field("field_logprobs", pa.struct([pa.field(n, pa.float64()) for n in DocumentExtraction.model_fields])),
     ]
     return pa.schema(head + list(arrow_schema_for(DocumentExtraction)) + trust + _GEN_FIELDS + _RUN_FIELDS)
+
+
+@cache
+def filing_sections_schema() -> pa.Schema:
+    """One row per section of a filing read whole: where it is and what the model says it says."""
+    head = [
+        pa.field("row_id", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("source_file", pa.string(), nullable=False),
+        pa.field("filing_row_id", pa.string(), nullable=False),  # the filing's documents row
+        pa.field("section_index", pa.int32(), nullable=False),
+        pa.field("title", pa.string()),  # the heading it falls under, as printed
+        pa.field("item", pa.string()),  # the form's item ("1A", "7"), where the section is one
+        pa.field("page_start", pa.int32(), nullable=False),
+        pa.field("page_end", pa.int32(), nullable=False),
+        pa.field("char_start", pa.int64(), nullable=False),  # offsets into the document's text
+        pa.field("char_end", pa.int64(), nullable=False),
+        pa.field("chars_read", pa.int64(), nullable=False),  # of those, the characters the model was shown
+    ]
+    checks = [
+        pa.field("unsupported_numbers", pa.list_(pa.string()), nullable=False),  # numbers the section never prints
+        pa.field("grounded", pa.bool_(), nullable=False),  # no unsupported number, and the whole section read
+    ]
+    return pa.schema(head + list(arrow_schema_for(SectionSummary)) + checks + _GEN_FIELDS + _RUN_FIELDS)
 
 
 @cache
@@ -135,7 +165,8 @@ def errors_schema() -> pa.Schema:
 
 def dataset_schema(name: str) -> pa.Schema:
     return {"documents": documents_schema, "account_windows": account_windows_schema,
-            "transactions": transactions_schema, "filing_facts": filing_facts_schema, "errors": errors_schema}[name]()
+            "transactions": transactions_schema, "filing_facts": filing_facts_schema,
+            "filing_sections": filing_sections_schema, "errors": errors_schema}[name]()
 
 
 def _fact_value(key: str, value: Any) -> Any:
@@ -169,6 +200,12 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
         confident = field_confidence(fields, item.visible_text, ocr=bool(unit.context.get("ocred_pages")))
         row.update(field_confident=confident, needs_review=not all(v for k, v in confident.items()
                                                                     if k not in NEVER_CONFIDENT))
+    elif unit.kind == "section":
+        row.update({k: v for k, v in unit.context.items() if k in filing_sections_schema().names})
+        shown = item.visible_text
+        unsupported = unsupported_numbers([fields["summary"], *fields["key_points"]], shown)
+        row.update(chars_read=len(shown), unsupported_numbers=unsupported,
+                   grounded=not unsupported and not item.truncated)
     else:
         row.update({k: _fact_value(k, v) for k, v in unit.facts.items()})
         row.update(source_files=list(unit.source_files), tx_fingerprint=unit.context["tx_fingerprint"])

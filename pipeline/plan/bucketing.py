@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pipeline.errors import ErrorRecord, Stage, Unit
-from pipeline.plan.work import WorkUnit
+from pipeline.plan.prompts import encode_prompt
+from pipeline.plan.sections import split_sections
+from pipeline.plan.work import WorkUnit, section_units
 
 
 class TextTokenizer(Protocol):
@@ -69,9 +71,19 @@ class Bucket:
 
 
 @dataclass
+class FilingPlan:
+    """A filing read whole: its unit (no request of its own) and its sections' requests (row id, characters),
+    which the reduce step (pipeline.output.filings) turns into the filing's documents row."""
+
+    unit: WorkUnit
+    sections: list[tuple[str, int]]
+
+
+@dataclass
 class PreparedRequests:
     buckets: list[Bucket] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
+    filings: list[FilingPlan] = field(default_factory=list)
 
     @property
     def n_items(self) -> int:
@@ -84,7 +96,7 @@ def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[in
     full = len(ids)
     if full <= budget:
         return ids, False, full, None
-    if unit.kind != "document":
+    if unit.kind == "window":
         raise ValueError(f"window prompt has {full} tokens; the budget is {budget}")
     if len(unit.prompt_ids(tokenizer, "")) > budget:
         raise ValueError(f"the instruction alone exceeds the budget of {budget} tokens")
@@ -105,6 +117,20 @@ def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[in
     return ids, True, full, lo
 
 
+SECTION_TITLE_TOKENS = 64  # room in a section's prompt for the heading it is shown under
+
+
+def _section_budget(tokenizer: TextTokenizer, max_model_len: int, answer_tokens: int, section_tokens: int) -> int:
+    """Tokens of document text one section request holds: `section_tokens`, or less where the context is shorter
+    (the instruction, the heading and the answer take the rest)."""
+    overhead = len(encode_prompt(tokenizer, "section", text="")) + SECTION_TITLE_TOKENS
+    budget = min(section_tokens, max_model_len - answer_tokens - overhead)
+    if budget < 1:
+        raise ValueError(f"the model's context ({max_model_len} tokens) leaves no room for a section after the "
+                         f"instruction and a {answer_tokens}-token answer")
+    return budget
+
+
 def prepare_requests(
     units: list[WorkUnit],
     tokenizer: TextTokenizer,
@@ -112,16 +138,32 @@ def prepare_requests(
     max_tokens: dict[str, int],
     bucket_size: int = 32,
     bucket_tokens: int = 32768,
+    section_tokens: int = 2048,
 ) -> PreparedRequests:
-    """Tokenise every unit (exact counts from the model's tokenizer) and bucket by length."""
+    """Tokenise every unit (exact counts from the model's tokenizer) and bucket by length. A filing becomes its
+    sections' requests, each section at most `section_tokens` of text and within the model's context."""
     out = PreparedRequests()
     items: dict[str, list[WorkItem]] = {}
+    requests: list[WorkUnit] = []
     for unit in units:
+        if unit.kind != "filing":
+            requests.append(unit)
+            continue
+        try:
+            sections = section_units(unit, split_sections(unit.text, _section_budget(
+                tokenizer, max_model_len, max_tokens["section"], section_tokens), lambda t: len(tokenizer.encode(t))))
+        except ValueError as exc:
+            out.errors.append(ErrorRecord(row_id=unit.row_id, unit=Unit.DOCUMENT, source_file=unit.source_file,
+                                          stage=Stage.PREPARE, error_class="PromptTooLong", message=str(exc)))
+            continue
+        out.filings.append(FilingPlan(unit, [(u.row_id, len(u.text)) for u in sections]))
+        requests.extend(sections)
+    for unit in requests:
         mt = max_tokens[unit.kind]
         try:
             ids, truncated, full, chars = _fit(unit, tokenizer, max_model_len - mt)
         except Exception as exc:
-            out.errors.append(ErrorRecord(row_id=unit.row_id, unit=Unit.DOCUMENT if unit.kind == "document" else Unit.WINDOW,
+            out.errors.append(ErrorRecord(row_id=unit.row_id, unit=Unit.of_request(unit.kind),
                                           source_file=unit.source_file, stage=Stage.PREPARE, error_class="PromptTooLong"
                                           if isinstance(exc, ValueError) else "InternalError",
                                           message=str(exc), n_rows=unit.n_rows))

@@ -16,9 +16,10 @@ from typing import Any, Protocol
 
 from pipeline.plan.windows import FLAG_COUNTS
 
-PROMPT_VERSION = "doc-v1/win-v1"
-# v2: no schema text (decoding enforces the schema); win-v3: each count a flag rests on is named by that flag
-CHAT_PROMPT_VERSION = "chat-doc-v2/chat-win-v3"
+PROMPT_VERSION = "doc-v1/win-v1/sec-v1"
+# v2: no schema text (decoding enforces the schema); win-v3: each count a flag rests on is named by that flag;
+# sec-v1: section summaries of long documents
+CHAT_PROMPT_VERSION = "chat-doc-v2/chat-win-v3/chat-sec-v1"
 ANSWER_MARKER = "### JSON:\n"
 
 DOCUMENT_INSTRUCTION = (
@@ -31,6 +32,12 @@ WINDOW_INSTRUCTION = (
     "### Summarise the account window as JSON. net >= 0: net_inflow, else net_outflow;"
     " one flag per count above 0; risk low, medium, high for 0, 1, 2+ flags.\n"
     "### Window:\n"
+)
+
+SECTION_INSTRUCTION = (
+    "### Summarise this section as JSON: summary (at most three sentences), key_points (up to five short items;"
+    " one per risk for risk factors). Use only what the section says; copy numbers exactly.\n"
+    "### Section:\n"
 )
 
 # Order and labels of the facts a window prompt states (keys of pipeline.plan.windows aggregates).
@@ -53,6 +60,12 @@ WINDOW_FACT_LABELS: tuple[tuple[str, str], ...] = (
 def render_document_prompt(document_text: str) -> str:
     """Prompt for one document; `document_text` comes from `pipeline.ingest.pdf_text.document_text`."""
     return f"{DOCUMENT_INSTRUCTION}{document_text.strip()}\n{ANSWER_MARKER}"
+
+
+def render_section_prompt(section_text: str, title: str | None = None) -> str:
+    """Prompt for one section of a long document, headed by the heading it falls under."""
+    head = f"{title.strip()}\n" if title else ""
+    return f"{SECTION_INSTRUCTION}{head}{section_text.strip()}\n{ANSWER_MARKER}"
 
 
 def _window_body(facts: Mapping[str, object], labels: Mapping[str, str] | None = None) -> str:
@@ -78,6 +91,9 @@ CHAT_DOCUMENT_TASK = ("Extract these fields as JSON: doc_type, issuer (who issue
                       "(the customer or recipient), reference (invoice or document number), date (YYYY-MM-DD), "
                       "currency (ISO 4217 code), amount (the total, like 1234.50), account (IBAN or account "
                       "number, no spaces).")
+CHAT_SECTION_TASK = ("Summarise this section of a long financial document as JSON: summary (at most three "
+                     "sentences), key_points (up to five short items; for risk factors, one item per risk). Say only "
+                     "what this section says and copy every number exactly as printed.")
 CHAT_WINDOW_TASK = ("Summarise this account window as JSON. net >= 0: net_inflow, else net_outflow; one flag per "
                     "count above 0, named like the count; risk low, medium, high for 0, 1, 2+ flags.")
 
@@ -112,16 +128,29 @@ def document_messages(document_text: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}]
 
 
+def section_messages(section_text: str, title: str | None = None) -> list[dict[str, str]]:
+    head = f"Section: {title.strip()}\n" if title else "Section:\n"
+    user = f"{CHAT_SECTION_TASK}\n\n{head}{section_text.strip()}"
+    return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}]
+
+
 def window_messages(facts: Mapping[str, object]) -> list[dict[str, str]]:
     body = _window_body(facts, _flag_count_labels())
     user = f"{CHAT_WINDOW_TASK}\n\nWindow:\n{body}"
     return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": user}]
 
 
-def encode_prompt(tokenizer: Any, kind: str, *, text: str = "", facts: Mapping[str, object] | None = None) -> list[int]:
-    """Prompt token ids in the style the tokenizer calls for (chat template if it has one)."""
-    if getattr(tokenizer, "chat_template", None) is not None:
-        messages = document_messages(text) if kind == "document" else window_messages(facts or {})
-        return tokenizer.encode_chat(messages, add_generation_prompt=True)
-    prompt = render_document_prompt(text) if kind == "document" else render_window_prompt(facts or {})
-    return tokenizer.encode(prompt)
+def encode_prompt(tokenizer: Any, kind: str, *, text: str = "", facts: Mapping[str, object] | None = None,
+                  title: str | None = None) -> list[int]:
+    """Prompt token ids in the style the tokenizer calls for (chat template if it has one); `kind` is document,
+    section (with its heading `title`) or window."""
+    chat = getattr(tokenizer, "chat_template", None) is not None
+    if kind == "document":
+        return tokenizer.encode_chat(document_messages(text)) if chat else tokenizer.encode(render_document_prompt(text))
+    if kind == "section":
+        return (tokenizer.encode_chat(section_messages(text, title)) if chat
+                else tokenizer.encode(render_section_prompt(text, title)))
+    if kind == "window":
+        return (tokenizer.encode_chat(window_messages(facts or {})) if chat
+                else tokenizer.encode(render_window_prompt(facts or {})))
+    raise ValueError(f"no prompt for {kind!r} requests")

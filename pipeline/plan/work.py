@@ -22,15 +22,17 @@ import schemas
 from pipeline import grounding
 from pipeline.config import RunConfig
 from pipeline.identity import RunIdentity, stable_id
-from pipeline.ingest import einvoice, pdf_text
+from pipeline.ingest import einvoice, filing_cover, pdf_text
 from pipeline.ingest.einvoice import einvoice_fields
+from pipeline.ingest.filing_cover import read_cover
 from pipeline.ingest.transactions import transaction_row_id
 from pipeline.models import model_identity, model_template_sha
 from pipeline.plan import prompts
 from pipeline.plan.prompts import chat_template_sha, encode_prompt
+from pipeline.plan.sections import Section
 from pipeline.plan.windows import window_facts
 
-Kind = Literal["document", "window"]
+Kind = Literal["document", "window", "filing", "section"]
 DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "ocred_pages", "ocr_engine", "encrypted",
                            "title", "author", "creator", "producer", "creation_date")
 
@@ -67,9 +69,12 @@ class WorkUnit:
     def prompt_ids(self, tokenizer: Any, text: str | None = None) -> list[int]:
         """The full prompt's token ids; `text` overrides the document text (truncation)."""
 
-        if self.kind == "document":
-            return encode_prompt(tokenizer, "document", text=self.text if text is None else text)
-        return encode_prompt(tokenizer, "window", facts=self.facts)
+        if self.kind in ("document", "section"):
+            return encode_prompt(tokenizer, self.kind, text=self.text if text is None else text,
+                                 title=self.context.get("title_line"))
+        if self.kind == "window":
+            return encode_prompt(tokenizer, "window", facts=self.facts)
+        raise ValueError(f"a {self.kind} unit is not a model request (its sections are)")
 
 
 def output_settings(*, dtype: str, max_tokens: int, max_model_len: int | None) -> str:
@@ -97,6 +102,25 @@ def document_row_id(doc_id: str, identity: RunIdentity) -> str:
                      grounding.GROUNDING_VERSION, pdf_text.TEXT_VERSION, identity.settings.get("document", ""))
 
 
+def filing_row_id(doc_id: str, identity: RunIdentity) -> str:
+    """A filing's documents row: its cover (read without the model) and how much of it the section summaries read,
+    which depends on everything a section's row depends on."""
+    return stable_id("filing", doc_id, filing_cover.COVER_VERSION, pdf_text.TEXT_VERSION, identity.prompt_version,
+                     identity.schema_version, identity.model_id, identity.settings.get("section", ""))
+
+
+def section_units(filing: WorkUnit, sections: list[Section]) -> list[WorkUnit]:
+    """One summary request per section of a filing; a section's row id is the filing's plus its place."""
+    units = []
+    for s in sections:
+        context = {"doc_id": filing.context["doc_id"], "filing_row_id": filing.row_id, "section_index": s.index,
+                   "title": s.title or None, "item": s.item, "page_start": s.page_start, "page_end": s.page_end,
+                   "char_start": s.start, "char_end": s.end, "title_line": s.title or filing.context["form_type"]}
+        units.append(WorkUnit(row_id=stable_id("section", filing.row_id, s.index, s.start, s.end), kind="section",
+                              source_files=filing.source_files, text=filing.text[s.start:s.end], context=context))
+    return units
+
+
 def einvoice_row_id(doc_id: str) -> str:
     """A row read from an embedded e-invoice depends on the file and the XML reader, not on any model."""
     return stable_id("document", doc_id, einvoice.PARSER_VERSION, schema_version())
@@ -105,11 +129,19 @@ def einvoice_row_id(doc_id: str) -> str:
 def document_units(documents: pa.Table, identity: RunIdentity, extraction: str = "auto") -> list[WorkUnit]:
     """One unit per ingested PDF document (documents are already unique by content hash). With
     `extraction="auto"` a PDF carrying an e-invoice this reader understands is extracted from its XML
-    (`pipeline.ingest.einvoice`); "model" sends every document to the model."""
+    (`pipeline.ingest.einvoice`); "model" sends every document to the model. A filing (its cover names a form:
+    10-K, 10-Q, 8-K, a prospectus, an IFRS annual report) is a "filing" unit: read whole, section by section."""
 
     units = []
     for row in documents.to_pylist():
         context = {k: row.get(k) for k in DOCUMENT_CONTEXT_FIELDS}
+        cover = read_cover(row["text"], row.get("title"))
+        if cover is not None:
+            context.update(form_type=cover.form_type, registrant=cover.registrant, period_end=cover.period_end,
+                           file_number=cover.file_number)
+            units.append(WorkUnit(row_id=filing_row_id(row["doc_id"], identity), kind="filing",
+                                  source_files=[row["source_file"]], text=row["text"], context=context))
+            continue
         xml = row.get("einvoice_xml")
         fields = einvoice_fields(xml) if extraction == "auto" and xml else None
         row_id = einvoice_row_id(row["doc_id"]) if fields else document_row_id(row["doc_id"], identity)

@@ -13,6 +13,7 @@ from typing import Any
 GOOD_DOCUMENT = {"doc_type": "invoice", "issuer": "Example Supplies GmbH", "counterparty": "Test Customer AG",
                  "reference": "INV-1", "date": "2024-03-01", "currency": "EUR", "amount": "100.50",
                  "account": "DE02120300000000202051"}
+GOOD_SECTION = {"summary": "The section describes the business and its risks.", "key_points": ["competition"]}
 GOOD_WINDOW = {"classification": "net_outflow", "risk_level": "low", "flags": [], "narrative": "quiet month"}
 BAD_MARKER = "FAIL-VALIDATION"
 
@@ -61,9 +62,13 @@ class FakeLLM:
         plist = params if isinstance(params, list) else [params] * len(prompts)
         for i, (ids, p) in enumerate(zip(prompts, plist)):
             prompt = self.tokenizer.decode(ids)
-            is_doc = "doc_type" in (p.json_schema or {}).get("properties", {})
-            answer = dict(GOOD_DOCUMENT if is_doc else GOOD_WINDOW)
-            if BAD_MARKER in prompt:
+            props = (p.json_schema or {}).get("properties", {})
+            is_doc = "doc_type" in props
+            answer = dict(GOOD_DOCUMENT if is_doc else GOOD_SECTION if "summary" in props else GOOD_WINDOW)
+            if "summary" in props:
+                if BAD_MARKER in prompt:  # a figure the section does not print
+                    answer = {"summary": "Revenue was 98,765.43.", "key_points": []}
+            elif BAD_MARKER in prompt:
                 answer = {**answer, "date": "03/01/2024"} if is_doc else {**answer, "flags": ["structuring", "large_cash"]}
             text = json.dumps(answer, separators=(",", ":"))
             yield _Out(index=i, prompt_token_ids=ids, token_ids=list(range(len(text) // 4)), text=text,
