@@ -153,7 +153,7 @@ class RunConfig(BaseModel):
     default_currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
     max_tokens_document: int = Field(default=160, ge=8)
     max_tokens_window: int = Field(default=160, ge=8)
-    max_tokens_section: int = Field(default=192, ge=16, description="answer budget of one section's summary")
+    max_tokens_section: int = Field(default=384, ge=16, description="answer budget of one section's summary")
     section_tokens: int = Field(default=2048, ge=256, description="a long document's sections hold at most this "
                                 "many tokens of its text (fewer where the model's context is shorter)")
     bucket_size: int = Field(default=32, ge=1, description="max requests per bucket")

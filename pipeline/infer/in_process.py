@@ -46,13 +46,11 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
         res = BucketResult(bucket.bucket_id, bucket.kind)
         params = []
         for item in bucket.items:
-            if item.unit.kind == "document":
+            if item.unit.kind in ("document", "section"):  # narrowed to what its own text says
                 params.append(_params(item.unit.kind, item.max_tokens, item.visible_text))
                 continue
-            # a window's schema depends only on which flag counts are non-zero: one params object per such set;
-            # every section shares one
-            flags = tuple(supported_flags(item.unit.facts or {})) if item.unit.kind == "window" else ()
-            key = (item.unit.kind, item.max_tokens, flags)
+            # a window's schema depends only on which flag counts are non-zero: one params object per such set
+            key = (item.unit.kind, item.max_tokens, tuple(supported_flags(item.unit.facts or {})))
             if key not in params_cache:
                 params_cache[key] = _params(item.unit.kind, item.max_tokens, facts=item.unit.facts)
             params.append(params_cache[key])

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.grounding import field_choices, grounded_schema
+from pipeline.grounding.sections import grounded_section_schema
 from pipeline.grounding.windows import grounded_window_schema
 from schemas import AccountWindowSummary, DocumentExtraction, SectionSummary, constrained_json_schema
 
@@ -39,12 +40,15 @@ def decoding_schema(kind: str, document_text: str | None = None,
                     facts: Mapping[str, object] | None = None) -> dict[str, Any]:
     """JSON schema handed to the engine (SamplingParams.json_schema) for this kind of request (a fresh copy).
 
-    With `document_text`, a document's fields are narrowed to the values that text prints; with `facts`, a
-    window's flags and risk level to what its counts support (`pipeline.grounding`)."""
+    With `document_text`, a document's fields are narrowed to the values that text prints (a section's summary
+    to its sentences); with `facts`, a window's flags and risk level to what its counts support
+    (`pipeline.grounding`)."""
     schema = _plain_schema(kind)
     if kind == "document" and document_text is not None:
 
         return grounded_schema(schema, field_choices(document_text))
+    if kind == "section" and document_text is not None:
+        return grounded_section_schema(schema, document_text)
     if kind == "window" and facts is not None:
 
         return grounded_window_schema(schema, facts)

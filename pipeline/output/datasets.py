@@ -202,6 +202,7 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
                                                                     if k not in NEVER_CONFIDENT))
     elif unit.kind == "section":
         row.update({k: v for k, v in unit.context.items() if k in filing_sections_schema().names})
+        fields["key_points"] = list(dict.fromkeys(fields["key_points"]))  # an item chosen twice is one point
         shown = item.visible_text
         unsupported = unsupported_numbers([fields["summary"], *fields["key_points"]], shown)
         row.update(chars_read=len(shown), unsupported_numbers=unsupported,
