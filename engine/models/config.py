@@ -92,8 +92,10 @@ def load_model_config(model_dir: Path) -> ModelConfig:
     except KeyError as exc:
         raise ModelLoadError(f"{path}: missing required field {exc.args[0]!r}") from exc
     theta, scaling = _rope(raw)
-    if scaling is not None and scaling.get("rope_type", scaling.get("type")) not in ("llama3", "linear"):
-        raise ModelLoadError(f"{path}: rope scaling {scaling!r} is not supported (supported: llama3, linear)")
+    if scaling is not None and scaling.get("rope_type", scaling.get("type")) not in ("llama3", "linear", "yarn"):
+        raise ModelLoadError(f"{path}: rope scaling {scaling!r} is not supported (supported: llama3, linear, yarn; "
+                             "dynamic NTK changes the frequencies with the sequence length, which a paged KV cache "
+                             "cannot follow)")
     sliding = raw.get("sliding_window")
     if family == "qwen2" and not raw.get("use_sliding_window", False):
         sliding = None
