@@ -53,6 +53,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             extraction=args.extraction, limits=_limits(args), bank_profile_dirs=args.bank_profiles,
             executor=ExecutorOptions(**executor_options(args)),
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
+            **({"section_tokens": args.section_tokens} if args.section_tokens else {}),
         )
     except (ValidationError, ValueError) as exc:
         console.print(f"[red]invalid arguments:[/red] {exc}")
@@ -125,6 +126,9 @@ def _add_run(sub: Any) -> None:
                         "its XML, the rest by the model; model: every document by the model")
     add_executor_args(p)
     p.add_argument("--bucket-size", type=int, default=None, help="requests per length bucket")
+    p.add_argument("--section-tokens", type=int, default=None, help="a filing is read in sections of at most this "
+                   "many tokens of its text, each summarised in one request (default 2048; fewer where the model's "
+                   "context is shorter)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_engine_group(p)
     add_limit_args(p)

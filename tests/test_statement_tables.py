@@ -129,3 +129,31 @@ def test_the_currency_is_the_statements_own() -> None:
     assert {f.unit for f in facts} == {"EUR", "EUR/shares"}
     bare = text.replace("€ ", "").replace("of euros", "")  # no currency printed: no unit invented
     assert {f.unit for f in statement_facts([bare])} == {None, "shares"} - {"shares"}
+
+
+def test_basic_and_diluted_in_one_row_and_shares_under_their_heading() -> None:
+    text = ("CONSOLIDATED STATEMENTS OF OPERATIONS AND COMPREHENSIVE LOSS\n(in thousands, except share and per share "
+            "amounts)\nSix Months Ended June 30,\n2024 2023\nOperating expenses:\nResearch and development $ 18,000 "
+            "$ 16,000\nLoss from operations (26,000) (25,000)\nNet loss attributable to common stockholders $ "
+            "(25,028) $ (24,606)\nNet loss per share attributable to common stockholders, basic and diluted $ (1.42) "
+            "$ (1.75)\nWeighted-average common shares outstanding:\nBasic and diluted 17,634,250 14,057,931\n")
+    facts = statement_facts([text])
+    assert _by(facts, "EarningsPerShareBasicAndDiluted") == {("2024-01-01", "2024-06-30"): Decimal("-1.42"),
+                                                           ("2023-01-01", "2023-06-30"): Decimal("-1.75")}
+    assert _by(facts, "NetIncomeLoss")[("2024-01-01", "2024-06-30")] == Decimal("-25028000")
+    assert current_period_fact(facts, "eps_diluted", months=6).value == Decimal("-1.42")
+    assert "us-gaap:EarningsPerShareDiluted" not in {f.concept for f in facts}  # the shares row is no EPS
+
+
+@pytest.mark.timeout(20)
+def test_prose_full_of_numbers_is_read_in_linear_time() -> None:
+    """A consent's list of registration numbers once sent the figure-run regex into exponential backtracking (a
+    real 10-K's page took minutes); figures are now read word by word from the end of the line."""
+    line = "Form S-8 (Nos. " + ", ".join(f"333-{200000 + i}" for i in range(60)) + ") of 3M Company of our report"
+    text = "CONSOLIDATED STATEMENTS OF INCOME\n(In millions)\nYear Ended December 31,\n2024 2023\n" + line + "\n"
+    assert statement_facts([text * 50]) == []
+    from pipeline.ingest.statement_tables import _row
+
+    row = _row("Net income (loss) $ (1,468) $ 8,113 ( 174) —")
+    assert row is not None and row.label == "Net income (loss)"
+    assert row.values == [Decimal(-1468), Decimal(8113), Decimal(-174), None]

@@ -42,9 +42,9 @@ _TITLE = re.compile(
 _KIND = {"income": "income", "earnings": "income", "operations": "income", "loss": "income",
          "cash": "cash_flow", "financial": "balance", "balance": "balance"}
 _SYM = r"(?:[$€£¥]|[CA]\$)"  # a currency symbol printed before a figure: decoration
-_NUM = rf"\(?\s*-?{_SYM}?\s*\d[\d,]*(?:\.\d+)?\s*\)?%?|\(?\s*[—–-]\s*\)?"
-_VALUE_RUN = re.compile(rf"(?:\s*{_SYM}?\s*(?:{_NUM}))+\s*$")
-_TOKEN = re.compile(_NUM)
+_NUM = rf"\(?-?{_SYM}?\(?\d[\d,]*(?:\.\d+)?\)?%?|\(?[—–-]\)?"
+_TOKEN = re.compile(_NUM)  # one figure as a whitespace-separated word: 1,234  (1,468)  $15.5  -565  12%  —
+_DECORATION = re.compile(rf"{_SYM}|\(|\)|%")  # words of a figure printed apart from it: "$ 1,234", "(174 )"
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DATE = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})\b(?:,?\s*((?:19|20)\d\d))?",
                    re.I)
@@ -97,6 +97,12 @@ CONCEPTS: tuple[Concept, ...] = (
        r"net\s+(income|earnings|loss|income\s+\(loss\)|\(loss\)\s+income|loss\s+and\s+comprehensive\s+loss)"
        r"(\s+attributable\s+to\s+(?!non-?controlling|minority)[\w.,&'’ -]+)?",
        prefer=r"attributable\s+to"),  # the parent's share, where the statement splits out non-controlling interests
+    _c("us-gaap:EarningsPerShareBasicAndDiluted", "income",
+       r"(net\s+)?(earnings|income|loss|income\s+\(loss\)|earnings\s+\(loss\)|\(loss\)\s+income)\s+per\s+"
+       r"(common\s+)?share[\w\s,.'’—–-]*basic\s+(and|&)\s+diluted|basic\s+(and|&)\s+diluted(\s+\(?\$?\)?)?|"
+       r"basic\s+(and|&)\s+diluted\s+(net\s+)?(earnings|income|loss|\(loss\)\s+income|income\s+\(loss\))\s+per\s+"
+       r"(common\s+)?share[\w\s.,&'’—–-]*",
+       unit="USD/shares"),
     _c("us-gaap:EarningsPerShareDiluted", "income",
        r"(net\s+)?(earnings|income|loss|income\s+\(loss\)|earnings\s+\(loss\))\s+per\s+(common\s+)?share[\w\s—–-]*"
        r"diluted|diluted(\s+net)?\s+(earnings|income|loss|\(loss\)\s+income|income\s+\(loss\))\s+per\s+(common\s+)?"
@@ -144,7 +150,10 @@ def _lines(page: str) -> list[str]:
         cells = [c.strip() for c in line.split("|")]
         current: list[str] = []
         for cell in cells:
-            if not cell or re.fullmatch(r":?-{2,}:?|[$€£¥%]", cell):
+            if not cell or re.fullmatch(r":?-{2,}:?|%", cell):
+                continue
+            if re.fullmatch(r"[$€£¥]", cell):  # decoration of the figure that follows; it names the currency
+                current.append(cell)
                 continue
             if re.search(r"[A-Za-z]", cell) and not _TOKEN.fullmatch(cell):
                 if current:
@@ -177,11 +186,22 @@ def _row(line: str) -> _Row | None:
     """A label followed by figures; None when the line has no figures. A reference to a note ("(Note 12)") is not
     a figure."""
     line = _NOTE_REF.sub("", line)
-    m = _VALUE_RUN.search(line)
-    if not m:
+    words = line.split()
+    start = len(words)  # the run of figure words at the end of the line, read word by word (linear, no regex
+    while start and (_TOKEN.fullmatch(words[start - 1]) or _DECORATION.fullmatch(words[start - 1])):  # backtracking)
+        start -= 1
+    values: list[Decimal | None] = []
+    negative = False
+    for w in words[start:]:
+        if w == "(":
+            negative = True
+        elif _TOKEN.fullmatch(w):
+            v = _value(w)
+            values.append(-v if negative and v is not None and v > 0 else v)
+            negative = False
+    if not values:
         return None
-    label = line[:m.start()].rstrip(" $€£¥:").strip()
-    values = [_value(t) for t in _TOKEN.findall(m.group(0))]
+    label = " ".join(words[:start]).rstrip(" $€£¥:").strip()
     return _Row(label, values, line)
 
 
@@ -358,7 +378,7 @@ def _concept(label: str, heading: str, kind: str) -> Concept | None:
             continue
         if not c.label.match(clean):
             continue
-        if re.fullmatch(r"(basic|diluted)[\s($)]*", clean):  # a bare "Diluted": its heading says of what
+        if re.fullmatch(r"(basic|diluted|basic\s+(and|&)\s+diluted)[\s($)]*", clean):  # a bare "Diluted": its heading says of what
             shares = bool(re.search(_SHARES_HEAD, heading, re.I))
             if c.unit == "shares" and not shares or c.unit == "USD/shares" and (
                     shares or not re.search(_EPS_HEAD, heading, re.I)):
