@@ -157,3 +157,17 @@ def test_prose_full_of_numbers_is_read_in_linear_time() -> None:
     row = _row("Net income (loss) $ (1,468) $ 8,113 ( 174) —")
     assert row is not None and row.label == "Net income (loss)"
     assert row.values == [Decimal(-1468), Decimal(8113), Decimal(-174), None]
+
+
+def test_per_share_rows_named_by_their_heading_and_an_entity_after_the_title() -> None:
+    text = ("Consolidated Statements of Income Example Holdings Inc. and Subsidiaries\n(dollars in millions, except per "
+            "share amounts)\nYears Ended December 31, 2018 2017\nTotal Operating Revenues 130,863 126,034\n"
+            "Net Income $ 16,039 $ 30,550\nNet income attributable to noncontrolling interests $ 511 $ 449\n"
+            "Net income attributable to Example 15,528 30,101\nBasic Earnings Per Common Share\n"
+            "Net income attributable to Example $ 3.77 $ 7.37\nWeighted-average shares outstanding 4,128 4,084\n"
+            "Diluted Earnings Per Common Share\nNet income attributable to Example $ 3.76 $ 7.36\n")
+    facts = statement_facts([text])
+    assert _by(facts, "EarningsPerShareDiluted")[("2018-01-01", "2018-12-31")] == Decimal("3.76")
+    assert _by(facts, "EarningsPerShareBasic")[("2018-01-01", "2018-12-31")] == Decimal("3.77")
+    assert _by(facts, "NetIncomeLoss")[("2018-01-01", "2018-12-31")] == Decimal("15528e6")
+    assert _by(facts, "Revenues")[("2017-01-01", "2017-12-31")] == Decimal("126034e6")

@@ -21,7 +21,8 @@ from pypdf import PdfReader
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import sha256_bytes, stable_id
 from pipeline.ingest.einvoice import embedded_xml
-from pipeline.ingest.pdf_text import document_text, page_texts
+from pipeline.ingest.pdf_text import document_text, page_texts, table_page_texts
+from pipeline.ingest.statement_tables import statement_facts
 
 _META_KEYS = {"title": "/Title", "author": "/Author", "creator": "/Creator", "producer": "/Producer",
               "creation_date": "/CreationDate"}
@@ -67,7 +68,7 @@ class PdfDocument:
     ocred_pages: list[int] = field(default_factory=list)
     ocr_engine: str | None = None
     parts_not_read: list[str] = field(default_factory=list)  # an EDGAR submission's binaries and XBRL data files
-    facts: list[Any] = field(default_factory=list)  # inline-XBRL facts of an HTML filing (pipeline.ingest.inline_xbrl)
+    facts: list[Any] = field(default_factory=list)  # FilingFacts: inline XBRL (HTML) or statement tables (pipeline.ingest.facts)
 
     def as_row(self) -> dict[str, Any]:
         row = {k: getattr(self, k) for k in ("doc_id", "source_file", "page_count", "pages", "text", "needs_ocr",
@@ -179,7 +180,19 @@ def _read(data: bytes, source_file: str, doc_id: str, fail: Callable[[str, str],
     einvoice = embedded_xml(data) if _has_attachments(reader) else None
     return PdfDocument(doc_id=doc_id, source_file=source_file, page_count=len(pages), pages=pages, text=text,
                        needs_ocr=bool(ocr_pages), ocr_pages=ocr_pages, encrypted=encrypted, metadata=_metadata(reader),
-                       einvoice_name=einvoice[0] if einvoice else None, einvoice_xml=einvoice[1] if einvoice else None)
+                       einvoice_name=einvoice[0] if einvoice else None, einvoice_xml=einvoice[1] if einvoice else None,
+                       facts=_statement_facts(data, encrypted))
+
+
+def _statement_facts(data: bytes, encrypted: bool) -> list[Any]:
+    """The statements' facts, read from PDFium's text of the pages (pdf_text.table_page_texts); none where PDFium
+    cannot open the file (an encrypted one: pypdf opened it with the empty password)."""
+    if encrypted:
+        return []
+    try:
+        return statement_facts(table_page_texts(data))
+    except Exception:  # PDFium refusing a file pypdf reads costs its table facts, not the document
+        return []
 
 
 def needs_ocr_error(doc_id: str, source_file: str, message: str) -> ErrorRecord:

@@ -44,6 +44,26 @@ def join_pages(pages: Sequence[str]) -> str:
     return "\n".join(parts)
 
 
+def table_page_texts(data: bytes) -> list[str]:
+    """Each page's text as PDFium orders it, for reading statement tables. pypdf emits a page's text in content-
+    stream order, which for many printed filings interleaves a table's labels with the figures of the row above
+    ("$ 39,403 $ 39,528 Cost of goods sold"); PDFium keeps each row's label and figures on one line. The document
+    text the model reads stays pypdf's (the grounding was measured on it)."""
+    import pypdfium2 as pdfium  # noqa: PLC0415 - loaded only for PDFs
+
+    pdf = pdfium.PdfDocument(data)
+    try:
+        out = []
+        for page in pdf:
+            textpage = page.get_textpage()
+            out.append(textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n"))
+            textpage.close()
+            page.close()
+        return out
+    finally:
+        pdf.close()
+
+
 def needs_ocr(pages: Sequence[str]) -> bool:
     """True when no page has a text layer (scanned/image-only PDF)."""
     return not any(_clean(p) for p in pages)

@@ -38,7 +38,9 @@ _TITLE = re.compile(
     r"(?P<kind>(?:income|earnings)\s+statements?|statements?\s+of\s+(?:consolidated\s+)?"
     r"(?:operations(?:\s+and\s+comprehensive\s+(?:income|loss))?|income|earnings|comprehensive\s+income|"
     r"(?:comprehensive\s+)?(?:loss|income\s+\(loss\))|cash\s+flows?|financial\s+position)|balance\s+sheets?)"
-    r"\s*(?:\((?:unaudited|continued)\))?\s*$", re.I)
+    r"\s*(?:\((?:unaudited|continued)\))?"
+    r"(?:\s+[\w.,&'’ -]{2,60}?\s+and\s+(?:consolidated\s+)?subsidiar(?:y|ies)(?:\s+companies)?)?\s*$", re.I)
+# the title may carry the reporting entity after it ("... of Income Verizon Communications Inc. and Subsidiaries")
 _KIND = {"income": "income", "earnings": "income", "operations": "income", "loss": "income",
          "cash": "cash_flow", "financial": "balance", "balance": "balance"}
 _SYM = r"(?:[$€£¥]|[CA]\$)"  # a currency symbol printed before a figure: decoration
@@ -56,8 +58,8 @@ _WEEKS_MONTHS = {"thirteen": 3, "13": 3, "twenty-six": 6, "26": 6, "thirty-nine"
 _SCALE = re.compile(r"\b(thousands|millions|billions)\b", re.I)  # searched in the header only
 _SHARE_SCALE = re.compile(r"shares?\b[^.;)]*?\b(?:in|reflected\s+in)\s+(thousands|millions|billions)\b", re.I)
 _SCALES = {"thousands": 3, "millions": 6, "billions": 9}
-_PERIOD_WORD = re.compile(r"\b(ended|months?|weeks?|years?|quarters?|as\s+of|at|unaudited|in\s+(?:thousands|millions|"
-                          r"billions))\b|" + "|".join(rf"\b{m}[a-z]*\b" for m in _MONTHS), re.I)
+_PERIOD_WORD = re.compile(r"\b(ended|months?|weeks?|years?|quarters?|as\s+of|at|unaudited|thousands|millions|"
+                          r"billions)\b|" + "|".join(rf"\b{m}[a-z]*\b" for m in _MONTHS), re.I)
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ CONCEPTS: tuple[Concept, ...] = (
        r"(provision\s+for|\(?benefit\)?\s+(from|for)|income\s+tax\s+(expense|provision))[\s(a-z)]*taxes?|"
        r"provision\s+for\s+(income\s+)?taxes|income\s+tax\s+(expense|provision)(\s+\(benefit\))?"),
     _c("us-gaap:NetIncomeLoss", "income",
-       r"net\s+(income|earnings|loss|income\s+\(loss\)|\(loss\)\s+income|loss\s+and\s+comprehensive\s+loss)"
+       r"(consolidated\s+)?net\s+(income|earnings|loss|income\s+\(loss\)|\(loss\)\s+income|loss\s+and\s+comprehensive\s+loss)"
        r"(\s+attributable\s+to\s+(?!non-?controlling|minority)[\w.,&'’ -]+)?",
        prefer=r"attributable\s+to"),  # the parent's share, where the statement splits out non-controlling interests
     _c("us-gaap:EarningsPerShareBasicAndDiluted", "income",
@@ -209,9 +211,11 @@ def _is_header(row: _Row | None, line: str) -> bool:
     """A line of the column header: periods, dates, years, the scale (before the first row of figures)."""
     if row is None:
         return True
-    years = all(v is not None and v == v.to_integral() and 1990 <= v <= 2100 and "," not in str(v) for v in row.values)
-    return bool(_PERIOD_WORD.search(row.label)) or (years and not re.search(r"[a-z]{3}", row.label.lower().replace(
-        "unaudited", "")))
+    values = [v for v in row.values if v is not None]
+    # the column years ("2019 2018 2017", "2023 2022 2023 2022"): whole numbers within a few years of each other
+    years = bool(values) and all(v == v.to_integral() and 1990 <= v <= 2100 for v in values) and (
+        max(values) - min(values) <= 5) and not any("," in w for w in row.line.split()[-len(values):])
+    return bool(_PERIOD_WORD.search(row.label)) or years
 
 
 def _months(text: str) -> list[int]:
@@ -370,9 +374,32 @@ def _footnote_mark(line: str) -> bool:
     return bool(re.search(r"[A-Za-z)]\s*[1-9]\s+\$?\s*[\d(]", line))
 
 
+_INCOME_LABEL = re.compile(r"^(net\s+)?(income|earnings|loss|income\s+\(loss\)|earnings\s+\(loss\))"
+                           r"(\s+\(loss\))?(\s+attributable\s+to\s+(?!non-?controlling|minority)[\w.,&'’ -]+)?$")
+
+
+def _eps_row_under(heading: str, label: str, concept: str) -> bool:
+    """A per-share row named by what it divides ("Net income attributable to X common shareholders") under a
+    heading that says which per-share amount it is ("Earnings per common share - diluted:")."""
+    if not re.search(_EPS_HEAD, heading, re.I) or not _INCOME_LABEL.match(label):
+        return False
+    if "continuing" in label:
+        return False
+    diluted, basic = re.search(r"diluted", heading, re.I), re.search(r"basic", heading, re.I)
+    if concept == "us-gaap:EarningsPerShareDiluted":
+        return bool(diluted) and not basic
+    if concept == "us-gaap:EarningsPerShareBasic":
+        return bool(basic) and not diluted
+    return bool(basic and diluted)
+
+
 def _concept(label: str, heading: str, kind: str) -> Concept | None:
     clean = re.sub(r"\s+", " ", label.replace("’", "'")).strip(" :$").lower()
     clean = re.sub(r"\s*\(\d\)$|\s*\(unaudited\)$", "", clean)
+    if kind == "income":  # under a per-share heading, a row named by its numerator is that per-share amount
+        per_share = [c for c in CONCEPTS if c.unit == "USD/shares" and _eps_row_under(heading, clean, c.name)]
+        if per_share:
+            return per_share[0]
     for c in CONCEPTS:
         if c.kind != kind and not (kind == "comprehensive" and c.name == "us-gaap:NetIncomeLoss"):
             continue
