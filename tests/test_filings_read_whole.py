@@ -79,3 +79,15 @@ def test_the_reduce_counts_what_was_read() -> None:
                              "s2": {"chars_read": 20, "prompt_tokens": 30, "output_tokens": 7}}, [], {})
     assert full["text_read_fraction"] == 1.0 and not full["truncated"] and not full["needs_review"]
     assert pa.Table.from_pylist([full]).num_rows == 1
+
+
+def test_the_section_size_is_part_of_a_filings_identity(tmp_path: Path, fake_model: Path) -> None:
+    """Other --section-tokens cut other sections: a re-run with them must not take the filing as already done."""
+    from pipeline.plan.work import filing_row_id, run_identity
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    tokenizer = FakeLLM().tokenizer
+    ids = {filing_row_id("doc", run_identity(RunConfig(input_dir=inputs, model_dir=fake_model, section_tokens=n),
+                                             tokenizer)) for n in (1024, 2048)}
+    assert len(ids) == 2

@@ -15,6 +15,8 @@ SUPPORTED_ARCHITECTURES = {
     "Qwen2ForCausalLM": "qwen2",
 }
 
+ROPE_SCALINGS = ("linear", "llama3", "yarn")  # the RoPE scalings engine.models.rotary computes
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -92,8 +94,9 @@ def load_model_config(model_dir: Path) -> ModelConfig:
     except KeyError as exc:
         raise ModelLoadError(f"{path}: missing required field {exc.args[0]!r}") from exc
     theta, scaling = _rope(raw)
-    if scaling is not None and scaling.get("rope_type", scaling.get("type")) not in ("llama3", "linear", "yarn"):
-        raise ModelLoadError(f"{path}: rope scaling {scaling!r} is not supported (supported: llama3, linear, yarn; "
+    if scaling is not None and scaling.get("rope_type", scaling.get("type")) not in ROPE_SCALINGS:
+        raise ModelLoadError(f"{path}: rope scaling {scaling!r} is not supported "
+                             f"(supported: {', '.join(ROPE_SCALINGS)}; "
                              "dynamic NTK changes the frequencies with the sequence length, which a paged KV cache "
                              "cannot follow)")
     sliding = raw.get("sliding_window")

@@ -13,15 +13,20 @@ import torch
 from engine.models.config import ModelConfig
 
 
-SCALINGS = ("linear", "llama3", "yarn")
-
-
 def rope_parameters(cfg: ModelConfig) -> tuple[torch.Tensor, float]:
     """(inverse frequencies, the factor cos and sin are multiplied by): 1.0 except for YaRN's attention factor."""
+    dim = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float32) / dim))
     scaling = cfg.rope_scaling
-    if scaling and scaling.get("rope_type", scaling.get("type")) == "yarn":
+    if not scaling:
+        return inv, 1.0
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "yarn":
         return _yarn(cfg, scaling)
-    return inverse_frequencies(cfg), 1.0
+    factor = float(scaling["factor"])
+    if kind == "linear":
+        return inv / factor, 1.0
+    return _llama3(inv, scaling, factor), 1.0
 
 
 def _yarn(cfg: ModelConfig, scaling: dict) -> tuple[torch.Tensor, float]:
@@ -56,19 +61,8 @@ def _yarn(cfg: ModelConfig, scaling: dict) -> tuple[torch.Tensor, float]:
     return interpolation * (1 - keep) + extrapolation * keep, float(attention)
 
 
-def inverse_frequencies(cfg: ModelConfig) -> torch.Tensor:
-    dim = cfg.head_dim
-    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float32) / dim))
-    scaling = cfg.rope_scaling
-    if not scaling:
-        return inv
-    kind = scaling.get("rope_type", scaling.get("type"))
-    factor = float(scaling["factor"])
-    if kind == "linear":
-        return inv / factor
-    if kind == "yarn":
-        return _yarn(cfg, scaling)[0]
-    # llama3: keep high frequencies, divide low ones by `factor`, blend smoothly in between.
+def _llama3(inv: torch.Tensor, scaling: dict, factor: float) -> torch.Tensor:
+    """Llama 3: keep high frequencies, divide low ones by `factor`, blend smoothly in between."""
     low = float(scaling.get("low_freq_factor", 1.0))
     high = float(scaling.get("high_freq_factor", 4.0))
     old_len = float(scaling.get("original_max_position_embeddings", 8192))

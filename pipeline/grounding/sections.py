@@ -21,11 +21,12 @@ from typing import Any
 
 import pysbd
 
+from pipeline.ingest.pdf_text import PAGE_MARK
+
 MAX_SUMMARY_CHARS = 400  # SectionSummary.summary
 MAX_POINT_CHARS = 160  # one key point
 MAX_CANDIDATES = 64  # per enum (pipeline.grounding.schema caps document enums alike)
 
-_PAGE_MARK = re.compile(r"^\[page \d+\]$")
 _FIGURES_AT_END = re.compile(r"(?:\s+[$€£¥]?\s*\(?-?\d[\d,.]*\s*\)?%?|\s+[—–-]){2,}\s*$")
 
 
@@ -53,7 +54,7 @@ def _prose(text: str) -> tuple[str, list[str]]:
     seen = Counter(lines)
     for line in lines:
         # a short line printed more than once is the page's running header ("PART I Item 2"), not prose
-        if not line or _PAGE_MARK.match(line) or _is_table_row(line) or (seen[line] > 1 and len(line.split()) <= 8):
+        if not line or PAGE_MARK.fullmatch(line) or _is_table_row(line) or (seen[line] > 1 and len(line.split()) <= 8):
             paragraphs.append([])
             continue
         words = len(line.split())
@@ -88,7 +89,7 @@ def section_candidates(text: str) -> SectionCandidates:
             sentences.append(s)
     points = list(dict.fromkeys([s for s in sentences if len(s) <= MAX_POINT_CHARS] + short))
     if not sentences:
-        first = next((line.strip() for line in text.splitlines() if line.strip() and not _PAGE_MARK.match(
+        first = next((line.strip() for line in text.splitlines() if line.strip() and not PAGE_MARK.fullmatch(
             line.strip())), "")
         sentences = [first[:MAX_SUMMARY_CHARS]] if first else []
     return SectionCandidates(tuple(_spread(sentences, MAX_CANDIDATES)), tuple(_spread(points, MAX_CANDIDATES)))

@@ -19,8 +19,12 @@ from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.grounding import field_choices, grounded_schema
 from pipeline.grounding.sections import grounded_section_schema
 from pipeline.grounding.windows import grounded_window_schema
-from schemas import AccountWindowSummary, DocumentExtraction, SectionSummary, constrained_json_schema
-
+from schemas import (
+    AccountWindowSummary,
+    DocumentExtraction,
+    SectionSummary,
+    constrained_json_schema,
+)
 
 OUTPUT_MODELS: dict[str, type[BaseModel]] = {"document": DocumentExtraction, "window": AccountWindowSummary,
                                               "section": SectionSummary}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,7 +23,6 @@ from pipeline.ingest.pdf import (
     with_ocr,
 )
 from pipeline.ingest.profiles import SHIPPED_DIR, BankProfile, load_profiles
-from pipeline.ingest.statement_tables import statement_facts
 from pipeline.ingest.transactions import (
     TRANSACTION_SUFFIXES,
     file_unit_id,
@@ -61,7 +60,7 @@ class IngestResult:
     errors: pa.Table
     files: pa.Table
     excluded: int = 0  # files left out by the user's --exclude globs (not listed in `files`)
-    facts: pa.Table = field(default_factory=FACT_ARROW_SCHEMA.empty_table)  # inline-XBRL facts of HTML filings
+    facts: pa.Table = field(default_factory=FACT_ARROW_SCHEMA.empty_table)  # filing facts (inline XBRL, statement tables)
 
     def file_sha(self) -> dict[str, str]:
         return dict(zip(self.files.column("source_file").to_pylist(), self.files.column("sha256").to_pylist()))
@@ -227,8 +226,6 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
             errors.append(result)
             entry["status"], entry["n_errors"] = "error", 1
         else:
-            if not result.facts:  # no inline XBRL: the statements printed in the text, read as tables
-                result = replace(result, facts=statement_facts(result.pages))
             docs.append(result)
             if result.ocred_pages:
                 entry["details"] = json.dumps({"ocred_pages": result.ocred_pages, "ocr_engine": result.ocr_engine})

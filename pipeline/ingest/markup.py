@@ -27,6 +27,7 @@ from pipeline.ingest.facts import FilingFact
 from pipeline.ingest.inline_xbrl import read_facts
 from pipeline.ingest.pdf import PdfDocument, clean_text, pdf_doc_error_id
 from pipeline.ingest.pdf_text import join_pages
+from pipeline.ingest.statement_tables import statement_facts
 from pipeline.ingest.tabular import decode_candidates
 
 HTML_SUFFIXES = (".htm", ".html", ".xhtml")
@@ -207,4 +208,4 @@ def read_markup_document(data: bytes, source_file: str, *, max_pages: int | None
                     "(max_text_chars; raise it with --max-text-chars)")
     return PdfDocument(doc_id=doc_id, source_file=source_file, page_count=len(pages), pages=pages, text=text,
                        needs_ocr=False, ocr_pages=[], encrypted=False, metadata={"title": form},
-                       parts_not_read=skipped, facts=facts)
+                       parts_not_read=skipped, facts=facts or statement_facts(pages))  # no tags: its tables

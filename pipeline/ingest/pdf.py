@@ -68,7 +68,7 @@ class PdfDocument:
     ocred_pages: list[int] = field(default_factory=list)
     ocr_engine: str | None = None
     parts_not_read: list[str] = field(default_factory=list)  # an EDGAR submission's binaries and XBRL data files
-    facts: list[Any] = field(default_factory=list)  # FilingFacts: inline XBRL (HTML) or statement tables (pipeline.ingest.facts)
+    facts: list[Any] = field(default_factory=list)  # FilingFacts (pipeline.ingest.facts): inline XBRL or tables
 
     def as_row(self) -> dict[str, Any]:
         row = {k: getattr(self, k) for k in ("doc_id", "source_file", "page_count", "pages", "text", "needs_ocr",
@@ -181,18 +181,18 @@ def _read(data: bytes, source_file: str, doc_id: str, fail: Callable[[str, str],
     return PdfDocument(doc_id=doc_id, source_file=source_file, page_count=len(pages), pages=pages, text=text,
                        needs_ocr=bool(ocr_pages), ocr_pages=ocr_pages, encrypted=encrypted, metadata=_metadata(reader),
                        einvoice_name=einvoice[0] if einvoice else None, einvoice_xml=einvoice[1] if einvoice else None,
-                       facts=_statement_facts(data, encrypted))
+                       facts=_statement_facts(data, encrypted, pages))
 
 
-def _statement_facts(data: bytes, encrypted: bool) -> list[Any]:
-    """The statements' facts, read from PDFium's text of the pages (pdf_text.table_page_texts); none where PDFium
-    cannot open the file (an encrypted one: pypdf opened it with the empty password)."""
-    if encrypted:
-        return []
-    try:
-        return statement_facts(table_page_texts(data))
-    except Exception:  # PDFium refusing a file pypdf reads costs its table facts, not the document
-        return []
+def _statement_facts(data: bytes, encrypted: bool, pages: list[str]) -> list[Any]:
+    """The statements' facts, read from PDFium's text of the pages (pdf_text.table_page_texts), or from pypdf's
+    `pages` where PDFium cannot open the file (an encrypted one, opened by pypdf with the empty password)."""
+    if not encrypted:
+        try:
+            return statement_facts(table_page_texts(data))
+        except Exception:  # noqa: BLE001 - PDFium refusing a file pypdf reads: pypdf's text instead
+            pass
+    return statement_facts(pages)
 
 
 def needs_ocr_error(doc_id: str, source_file: str, message: str) -> ErrorRecord:

@@ -15,6 +15,7 @@ TEXT_VERSION = "pdftext-v4"  # bump when the text a document yields changes: doc
 # paragraphs stay on their row)
 
 _HSPACE = re.compile(r"[ \t\u00a0]+")
+PAGE_MARK = re.compile(r"^\[page (\d+)\]$", re.M)  # the line `join_pages` puts before each page after the first
 
 
 def page_texts(reader: PdfReader) -> list[str]:
@@ -38,7 +39,7 @@ def join_pages(pages: Sequence[str]) -> str:
     parts: list[str] = []
     for number, page in enumerate(pages, start=1):
         if number > 1:
-            parts.append(f"[page {number}]")
+            parts.append(f"[page {number}]")  # PAGE_MARK
         if page:
             parts.append(page)
     return "\n".join(parts)

@@ -13,9 +13,10 @@ A statement is found by its title ("Consolidated Statements of Operations", "Inc
 A row's label maps to the US-GAAP element an analyst asks for (`CONCEPTS`: standard labels and their common
 variants); rows that map to none are not facts. Values are in full units (scale applied, per-share amounts not).
 
-Why by hand: the PDF table extractors (camelot, pdfplumber's tables) need ruling lines or word positions that a
-text layer read by pypdf does not keep, and none maps a row to its reporting concept or a column to its period;
-a statement's rows are one label and a run of figures per line, which this reader takes as such.
+Why by hand: the PDF table extractors (camelot, pdfplumber's tables) need ruling lines or word positions, and the
+same reader must serve Markdown and HTML text; none maps a row to its reporting concept or a column to its period.
+A statement's rows are one label and a run of figures per line (PDFium's text of a PDF page keeps them so:
+pipeline.ingest.pdf_text.table_page_texts), which this reader takes as such.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ _NUM = rf"\(?-?{_SYM}?\(?\d[\d,]*(?:\.\d+)?\)?%?|\(?[—–-]\)?"
 _TOKEN = re.compile(_NUM)  # one figure as a whitespace-separated word: 1,234  (1,468)  $15.5  -565  12%  —
 _DECORATION = re.compile(rf"{_SYM}|\(|\)|%")  # words of a figure printed apart from it: "$ 1,234", "(174 )"
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DATE = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})\b(?:,?\s*((?:19|20)\d\d))?",
-                   re.I)
+_DATE = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})\b"
+                   r"(?:,?\s*((?:19|20)\d\d))?", re.I)
 _YEAR = re.compile(r"(?<![\d,.])((?:19|20)\d\d)(?![\d,.])")
 _DURATION = re.compile(r"\b(three|six|nine|twelve|3|6|9|12|thirteen|twenty-six|thirty-nine|fifty-two|13|26|39|52)"
                        r"[\s-]+(months?|weeks?)\s+ended\b|\b(?:fiscal\s+)?(years?|quarters?)\s+ended\b", re.I)
@@ -207,7 +208,7 @@ def _row(line: str) -> _Row | None:
     return _Row(label, values, line)
 
 
-def _is_header(row: _Row | None, line: str) -> bool:
+def _is_header(row: _Row | None) -> bool:
     """A line of the column header: periods, dates, years, the scale (before the first row of figures)."""
     if row is None:
         return True
@@ -296,7 +297,7 @@ def _statements(pages: list[str]) -> list[_Statement]:
                 if _TITLE.match(nxt) and rows:
                     break
                 row = _row(nxt)
-                if not rows and _is_header(row, nxt):
+                if not rows and _is_header(row):
                     header.append(nxt)
                     if len(header) > 12:
                         break
@@ -318,12 +319,19 @@ def statement_currency(text: str) -> str | None:
     return next((code for code, pattern in _CURRENCIES if re.search(pattern, text, re.I)), None)
 
 
-def _scale(text: str) -> tuple[int, int, str | None]:
-    """(scale of amounts, scale of share counts, the printed word) from the header."""
+def _scale(text: str) -> tuple[int, int]:
+    """(power of ten of amounts, of share counts) the header prints ("in millions"; shares may have their own)."""
     m = _SCALE.search(text)
     amount = _SCALES[m.group(1).lower()] if m else 0
     s = _SHARE_SCALE.search(text)
-    return amount, _SCALES[s.group(1).lower()] if s else amount, m.group(1).lower() if m else None
+    return amount, _SCALES[s.group(1).lower()] if s else amount
+
+
+def _unit(concept: Concept, currency: str | None) -> str | None:
+    """The concept's unit in the statement's currency; a money unit stays unknown where no currency is printed."""
+    if "USD" not in concept.unit:
+        return concept.unit
+    return concept.unit.replace("USD", currency) if currency else None
 
 
 def _facts_of(st: _Statement) -> list[FilingFact]:
@@ -335,7 +343,7 @@ def _facts_of(st: _Statement) -> list[FilingFact]:
     periods = _column_periods(header, n, st.kind)
     if periods is None:
         return []
-    amount_scale, share_scale, printed = _scale(header)
+    amount_scale, share_scale = _scale(header)
     currency = statement_currency(" ".join([header, *(r.line for r in st.rows)]))
     chosen: dict[str, tuple[Concept, _Row]] = {}
     heading = ""
@@ -359,10 +367,8 @@ def _facts_of(st: _Statement) -> list[FilingFact]:
             if value is None:
                 continue
             v = abs(value) if concept.absolute else value
-            unit = concept.unit.replace("USD", currency) if currency else None if "USD" in concept.unit else \
-                concept.unit
             facts.append(FilingFact(concept=concept.name, period_start=start.isoformat() if start else None,
-                                    period_end=end.isoformat(), dimensions=None, unit=unit,
+                                    period_end=end.isoformat(), dimensions=None, unit=_unit(concept, currency),
                                     value=v.scaleb(scale), scale=scale, decimals=None, page=st.page,
                                     context=f"table p{st.page} col{col + 1}", method="table", label=row.label))
     return facts
@@ -405,7 +411,8 @@ def _concept(label: str, heading: str, kind: str) -> Concept | None:
             continue
         if not c.label.match(clean):
             continue
-        if re.fullmatch(r"(basic|diluted|basic\s+(and|&)\s+diluted)[\s($)]*", clean):  # a bare "Diluted": its heading says of what
+        # a bare "Diluted": its heading says of what
+        if re.fullmatch(r"(basic|diluted|basic\s+(and|&)\s+diluted)[\s($)]*", clean):
             shares = bool(re.search(_SHARES_HEAD, heading, re.I))
             if c.unit == "shares" and not shares or c.unit == "USD/shares" and (
                     shares or not re.search(_EPS_HEAD, heading, re.I)):

@@ -18,8 +18,8 @@ from pydantic import BaseModel
 
 from pipeline.errors import ERROR_ARROW_SCHEMA, ErrorRecord
 from pipeline.grounding import field_confidence, is_grounded
-from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
 from pipeline.grounding.numbers import unsupported_numbers
+from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
 from pipeline.grounding.schema import NEVER_CONFIDENT
 from pipeline.identity import stable_id
 from pipeline.infer.confidence import field_logprobs

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.grounding.schema import CHOICE_FIELDS
 from pipeline.ingest.facts import FilingFact, current_period_fact
@@ -34,7 +35,7 @@ def filing_currency(facts: list[FilingFact], form_type: str) -> str | None:
 
 def filing_facts_of(table: pa.Table, doc_id: str) -> list[FilingFact]:
     """The facts of one document from a filing_facts-shaped table."""
-    rows = table.filter(pa.compute.equal(table.column("doc_id"), doc_id)).to_pylist() if table.num_rows else []
+    rows = table.filter(pc.equal(table.column("doc_id"), doc_id)).to_pylist() if table.num_rows else []
     return [FilingFact(concept=r["concept"], period_start=r["period_start"].isoformat() if r["period_start"] else None,
                        period_end=r["period_end"].isoformat() if r["period_end"] else None,
                        dimensions=r["dimensions"], unit=r["unit"], value=r["value"], scale=0, decimals=None,

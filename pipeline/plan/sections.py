@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-_PAGE_MARK = re.compile(r"^\[page (\d+)\]$", re.M)
+from pipeline.ingest.pdf_text import PAGE_MARK
+
 _ITEM = re.compile(r"^(?:part\s+[ivx]+\s*[.,:—–-]?\s*)?item\s+(\d{1,2}[a-c]?)\b\.?", re.I)
 _PART = re.compile(r"^part\s+([ivx]+)\b\.?(?:\s*[—–-]?\s*[a-z ]{0,60})?$", re.I)
 _HEADING = re.compile(
@@ -70,7 +71,7 @@ def _line_starts(text: str) -> list[int]:
 def _pages(text: str) -> tuple[list[int], list[int]]:
     """Offsets where each page starts and the page numbers (page 1 starts at 0)."""
     offsets, numbers = [0], [1]
-    for m in _PAGE_MARK.finditer(text):
+    for m in PAGE_MARK.finditer(text):
         offsets.append(m.start())
         numbers.append(int(m.group(1)))
     return offsets, numbers
@@ -144,11 +145,8 @@ def split_sections(text: str, budget: int, measure: Callable[[str], int] = len) 
     out: list[Section] = []
     for n, (s, title, item_of) in enumerate(opens):
         e = opens[n + 1][0] if n + 1 < len(opens) else len(text)
-        pieces = [s]
-        if measure(text[s:e]) > budget:
-            pages = [p for p in page_offsets if s < p < e]
-            pieces += _cut(text, s, e, budget, measure, [pages, line_set])
-        pieces.append(e)
+        pages = [p for p in page_offsets if s < p < e]
+        pieces = [s, *_cut(text, s, e, budget, measure, [pages, line_set]), e]  # no cut where the section fits
         for a, b in zip(pieces, pieces[1:]):
             if a == b:
                 continue

@@ -77,10 +77,13 @@ class WorkUnit:
         raise ValueError(f"a {self.kind} unit is not a model request (its sections are)")
 
 
-def output_settings(*, dtype: str, max_tokens: int, max_model_len: int | None) -> str:
+def output_settings(*, dtype: str, max_tokens: int, max_model_len: int | None, section_tokens: int | None = None) -> str:
     """The run options, besides model, prompt and schema, that can change a model's answer: compute dtype, the
-    answer's token budget and the context length (None: the model's own limit, which its files fix)."""
-    return stable_id("settings", dtype, max_tokens, "model" if max_model_len is None else max_model_len, length=12)
+    answer's token budget, the context length (None: the model's own limit, which its files fix) and, for a
+    section, how much text a section holds (it decides where sections are cut)."""
+    extra = () if section_tokens is None else (section_tokens,)
+    return stable_id("settings", dtype, max_tokens, "model" if max_model_len is None else max_model_len, *extra,
+                     length=12)
 
 
 def run_identity(cfg: RunConfig, tokenizer: Any = None) -> RunIdentity:
@@ -91,7 +94,8 @@ def run_identity(cfg: RunConfig, tokenizer: Any = None) -> RunIdentity:
     return RunIdentity(
         model_id=model_identity(cfg.model_dir, engine.quantization, engine.kv_cache_dtype),
         prompt_version=prompt_version(template), schema_version=schema_version(),
-        settings={kind: output_settings(dtype=engine.dtype, max_tokens=n, max_model_len=engine.max_model_len)
+        settings={kind: output_settings(dtype=engine.dtype, max_tokens=n, max_model_len=engine.max_model_len,
+                                        section_tokens=cfg.section_tokens if kind == "section" else None)
                   for kind, n in cfg.max_tokens().items()})
 
 
