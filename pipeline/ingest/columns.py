@@ -60,12 +60,13 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "rekening", "konto", "kontonummer", "account iban",
     ),
 }
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _PAREN_CURRENCY = re.compile(r"^(.*?)\s*[\(\[]\s*([A-Za-z]{3})\s*[\)\]]\s*$")
 
 
 def normalise_header(name: str) -> str:
     """'Beguenstigter/Zahlungspflichtiger ' -> 'beguenstigter zahlungspflichtiger'; Cyrillic kept."""
-    s = unicodedata.normalize("NFKD", name.strip().strip("\ufeff"))
+    s = _CAMEL.sub(" ", unicodedata.normalize("NFKD", name.strip().strip("\ufeff")))  # accountId -> account Id
     s = "".join(ch for ch in s if not unicodedata.combining(ch)).lower()
     s = re.sub(r"[^\w()\[\]]+", " ", s).replace("_", " ")
     return re.sub(r"\s+", " ", s).strip()
@@ -83,6 +84,8 @@ class ColumnMatch:
 
     roles: dict[str, list[int]] = field(default_factory=dict)  # role -> column indexes, priority order
     header_currency: str | None = None
+    notes: list[str] = field(default_factory=list)  # how roles the header did not name were decided
+    undecided: dict[str, list[int]] = field(default_factory=dict)  # role -> columns that could each hold it
 
     def first(self, role: str) -> int | None:
         cols = self.roles.get(role)

@@ -25,6 +25,7 @@ from pipeline.ingest.pdf import (
 from pipeline.ingest.profiles import SHIPPED_DIR, BankProfile, load_profiles
 from pipeline.ingest.transactions import (
     TRANSACTION_SUFFIXES,
+    content_suffix,
     file_unit_id,
     rows_to_table,
 )
@@ -136,13 +137,15 @@ def file_kind(rel: str, head: bytes) -> str:
     transactions or unsupported; `head` is the file's first bytes (enough of an XML file to reach its root
     element)."""
     suffix = Path(rel).suffix.lower()
-    if suffix == ".pdf" or head.startswith(b"%PDF-"):
+    if b"%PDF-" in head[:1024]:  # the PDF header may follow a little junk
         return "pdf"
+    if suffix == ".pdf":  # named a PDF but not one: a transaction log saved under the wrong name is read as one
+        return "transactions" if content_suffix(head) else "pdf"
     if suffix == ".xml" and is_einvoice_xml(head):
         return "einvoice"
     if suffix in HTML_SUFFIXES + MARKDOWN_SUFFIXES or is_sgml_submission(head):
         return "markup"
-    if suffix in TRANSACTION_SUFFIXES:
+    if suffix in TRANSACTION_SUFFIXES or content_suffix(head):
         return "transactions"
     return "unsupported"
 

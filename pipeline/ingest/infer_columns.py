@@ -1,54 +1,178 @@
-"""Column roles for header-less tables, inferred from what the cells contain."""
+"""Column roles read from what the cells hold, for tables whose header names are unknown or absent.
+
+The header's names (synonyms, `columns.match_columns`) decide where they can; this module fills in the roles they
+leave open from the values: the date column is the one whose cells parse as dates; the currency column the one
+whose cells are ISO 4217 codes; the amount column a numeric column with cents. Where several numeric columns
+qualify (amount, balance, fee, exchange rate), a running balance gives itself away: its steps equal the amount
+column's values, so the pair is told apart by continuity instead of by a guess.
+"""
 
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
+from pipeline.grounding.amounts import iso_currencies
 from pipeline.ingest.columns import ColumnMatch
-from pipeline.ingest.values import choose_date_format
+from pipeline.ingest.values import (
+    CURRENCY_SYMBOLS,
+    choose_date_format,
+    detect_decimal_comma,
+    normalise_currency,
+    parse_amount,
+)
 
 _AMOUNTISH = re.compile(r"^\s*[+-]?\(?[+-]?[$€£]?\s*[0-9]+(?:[ .,'][0-9]{3})*(?:[.,][0-9]{1,4})?\)?[+-]?\s*$")
 _DECIMAL = re.compile(r"[.,][0-9]{1,2}\)?[+-]?\s*$")
+_SAMPLE_ROWS = 500
+_MIN_CONTINUITY = 0.8  # share of consecutive rows whose balance step equals the amount
+
+
+def _columns(rows: list[tuple[int, list[Any]]], width: int) -> list[list[str]]:
+    cols: list[list[str]] = [[] for _ in range(width)]
+    for _, rec in rows[:_SAMPLE_ROWS]:
+        for i in range(width):
+            cols[i].append(str(rec[i]).strip() if i < len(rec) and rec[i] is not None else "")
+    return cols
+
+
+def is_currency_value(value: str) -> bool:
+    """A cell that names a currency: a known ISO 4217 code or an unambiguous sign."""
+    iso = normalise_currency(value)
+    return iso is not None and (iso in iso_currencies() or value.strip().lower() in CURRENCY_SYMBOLS)
+
+
+def currency_column(cols: list[list[str]], taken: set[int]) -> int | None:
+    """The first free column whose non-empty cells (most rows have one) are 80% or more currency names."""
+    for i, values in enumerate(cols):
+        non_empty = [v for v in values if v]
+        if i in taken or len(non_empty) < max(1, len(values) // 2):
+            continue
+        if sum(1 for v in non_empty if is_currency_value(v)) >= 0.8 * len(non_empty):
+            return i
+    return None
+
+
+def _numeric_columns(cols: list[list[str]], taken: set[int]) -> list[tuple[float, int]]:
+    """(share of cells with cents, index) of the free columns that hold amounts, most cents first."""
+    out = []
+    for i, values in enumerate(cols):
+        non_empty = [v for v in values if v]
+        if i in taken or not non_empty:
+            continue
+        numeric = sum(1 for v in non_empty if _AMOUNTISH.match(v)) / len(non_empty)
+        cents = sum(1 for v in non_empty if _DECIMAL.search(v)) / len(non_empty)
+        if cents < 0.5 and _counter_or_id(non_empty):
+            continue
+        if numeric >= 0.9 and (cents >= 0.5 or len(non_empty) == len(values)):
+            out.append((cents, i))
+    return sorted(out, key=lambda t: (-t[0], t[1]))
+
+
+def _counter_or_id(values: list[str]) -> bool:
+    """Whole numbers that count rows (1, 2, 3, ...) or identify them (eight digits or more, unsigned)."""
+    if not all(v.isdigit() for v in values):
+        return False
+    ints = [int(v) for v in values]
+    return len(ints) >= 3 and all(b - a == 1 for a, b in zip(ints, ints[1:])) or all(len(v) >= 8 for v in values)
+
+
+def _decimals(values: list[str]) -> list[Decimal | None]:
+    comma = detect_decimal_comma(values)
+    out: list[Decimal | None] = []
+    for v in values:
+        try:
+            out.append(parse_amount(v, comma)[0] if v else None)
+        except ValueError:
+            out.append(None)
+    return out
+
+
+def balance_continuity(amounts: list[str], balances: list[str]) -> float:
+    """Share of consecutive rows where the balance moves by the amount, under the best of the four ways exports
+    print it (balance after or before the booking; oldest or newest first). 0.0 with fewer than two steps."""
+    amt, bal = _decimals(amounts), _decimals(balances)
+    best, steps = 0.0, 0
+    for lag in (0, 1):  # balance after (the step is this row's amount) or before (the previous row's)
+        for sign in (1, -1):  # oldest first, or newest first
+            hits = steps = 0
+            for i in range(1, len(bal)):
+                a = amt[i - lag] if i - lag < len(amt) else None
+                if bal[i] is None or bal[i - 1] is None or a is None:
+                    continue
+                steps += 1
+                hits += (bal[i] - bal[i - 1]) * sign == a
+            if steps >= 2:
+                best = max(best, hits / steps)
+    return best
+
+
+def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width: int) -> ColumnMatch:
+    """`match` with the roles its header names left open filled in from the cells (see the module docstring).
+    Roles the header gives are kept as they are."""
+    cols = _columns(rows, width)
+    roles = {r: list(v) for r, v in match.roles.items() if v}
+    taken = {i for v in roles.values() for i in v}
+    notes: list[str] = []
+    undecided: dict[str, list[int]] = {}
+    if "date" not in roles:
+        for i, values in enumerate(cols):
+            non_empty = [v for v in values if v]
+            if i not in taken and len(non_empty) >= max(1, len(values) // 2) and choose_date_format(non_empty):
+                roles["date"] = [i]
+                taken.add(i)
+                notes.append(f"date: column {i + 1} (its cells are dates)")
+                break
+    if "currency" not in roles and (cur := currency_column(cols, taken)) is not None:
+        roles["currency"] = [cur]
+        taken.add(cur)
+        notes.append(f"currency: column {cur + 1} (its cells are currency codes)")
+    if not any(r in roles for r in ("amount", "debit", "credit")):
+        numeric = _numeric_columns(cols, taken)
+        chosen = numeric[0][1] if len(numeric) == 1 else None
+        if len(numeric) > 1:
+            # A running balance moves by the amount; the column it moves by is the amount. Without such a pair
+            # the choice (gross, fee or net? amount or rate?) needs reading: it is left open, never guessed.
+            pairs = [(balance_continuity(cols[a], cols[b]), a, b) for _, a in numeric for _, b in numeric if a != b]
+            score, a, b = max(pairs, key=lambda t: t[0])
+            if score >= _MIN_CONTINUITY:
+                chosen = a
+                roles["balance"] = [b]
+                taken.add(b)
+                notes.append(f"balance: column {b + 1} (it moves by column {a + 1} in {score:.0%} of rows)")
+            else:
+                undecided["amount"] = [i for _, i in numeric]
+        if chosen is not None:
+            roles["amount"] = [chosen]
+            taken.add(chosen)
+            notes.append(f"amount: column {chosen + 1} (its cells are amounts)")
+    if "description" not in roles and "counterparty" not in roles:  # the header named no text column
+        text_cols = []
+        for i, values in enumerate(cols):
+            non_empty = [v for v in values if v]
+            if i in taken or not non_empty:
+                continue
+            if sum(1 for v in non_empty if any(ch.isalpha() for ch in v)) / len(non_empty) >= 0.5:
+                text_cols.append((sum(len(v) for v in non_empty) / len(values), i))
+        text_cols.sort(reverse=True)
+        for role in ("description", "counterparty"):
+            if role not in roles and text_cols:
+                roles[role] = [text_cols.pop(0)[1]]
+    return ColumnMatch(roles=roles, header_currency=match.header_currency, notes=[*match.notes, *notes],
+                       undecided=undecided)
 
 
 def infer_roles(rows: list[tuple[int, list[Any]]], width: int) -> ColumnMatch:
-    """date: the column whose cells parse as dates; amount: mostly decimal numbers with cents;
-    description: the longest free-text column; counterparty: the next text column."""
-    cols: list[list[str]] = [[] for _ in range(width)]
-    for _, rec in rows[:500]:
-        for i in range(width):
-            cols[i].append(str(rec[i]).strip() if i < len(rec) and rec[i] is not None else "")
-    roles: dict[str, list[int]] = {}
-    used: set[int] = set()
-    for i, values in enumerate(cols):
-        non_empty = [v for v in values if v]
-        if len(non_empty) >= max(1, len(values) // 2) and choose_date_format(non_empty):
-            roles["date"] = [i]
-            used.add(i)
-            break
-    best_amount: tuple[float, int] | None = None
-    for i, values in enumerate(cols):
-        non_empty = [v for v in values if v]
-        if i in used or not non_empty:
-            continue
-        numeric = sum(1 for v in non_empty if _AMOUNTISH.match(v)) / len(non_empty)
-        decimals = sum(1 for v in non_empty if _DECIMAL.search(v)) / len(non_empty)
-        if numeric >= 0.9 and decimals >= 0.5 and (best_amount is None or decimals > best_amount[0]):
-            best_amount = (decimals, i)
-    if best_amount:
-        roles["amount"] = [best_amount[1]]
-        used.add(best_amount[1])
-    text_cols = []
-    for i, values in enumerate(cols):
-        non_empty = [v for v in values if v]
-        if i in used or not non_empty:
-            continue
-        if sum(1 for v in non_empty if any(ch.isalpha() for ch in v)) / len(non_empty) >= 0.5:
-            text_cols.append((sum(len(v) for v in non_empty) / len(values), i))
-    text_cols.sort(reverse=True)
-    if text_cols:
-        roles["description"] = [text_cols[0][1]]
-    if len(text_cols) > 1:
-        roles["counterparty"] = [text_cols[1][1]]
-    return ColumnMatch(roles=roles)
+    """Roles of a header-less table, all from the cells."""
+    return complete_roles(ColumnMatch(), rows, width)
+
+
+def looks_like_header(cells: list[Any]) -> bool:
+    """A row of names: no cell is a number or a date, and most cells hold letters."""
+    texts = [str(c).strip() for c in cells if c is not None and str(c).strip()]
+    if len(texts) < 2:
+        return False
+    if any(_AMOUNTISH.match(t) or choose_date_format([t], min_share=1.0) for t in texts):
+        return False
+    return sum(1 for t in texts if any(ch.isalpha() for ch in t)) >= 0.5 * len(texts)

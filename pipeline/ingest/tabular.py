@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
-from pipeline.ingest.infer_columns import infer_roles
+from pipeline.ingest.infer_columns import complete_roles, infer_roles, looks_like_header
 from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.values import normalise_currency
 
@@ -76,22 +76,71 @@ def _is_known_currency(code: str) -> bool:
     return code in _COMMON_CURRENCIES
 
 
+_SINGLE_BYTE = ("cp1252", "cp1250", "cp1251")  # tried in this order; the header's match decides among them
+_SNIFF_BYTES = 64 * 1024
+_MAX_MESS = 0.2  # charset-normalizer's mess ratio above which a decoding is taken for a mis-decode
+
+
+def utf16_without_bom(data: bytes) -> str | None:
+    """'utf-16-le' or 'utf-16-be' for UTF-16 text without a byte-order mark (its ASCII characters leave a NUL
+    in every other byte), else None."""
+    head = data[:4096]
+    if len(head) < 8 or len(head) % 2:
+        head = head[: len(head) - len(head) % 2]
+    if len(head) < 8:
+        return None
+    odd, even = head[1::2].count(0), head[0::2].count(0)
+    half = len(head) // 2
+    for enc, nuls, other in (("utf-16-le", odd, even), ("utf-16-be", even, odd)):
+        if nuls >= 0.3 * half and other <= 0.05 * half:
+            try:
+                data.decode(enc)
+            except UnicodeDecodeError:
+                return None
+            return enc
+    return None
+
+
+def _mess(sample: bytes, encoding: str) -> float | None:
+    """charset-normalizer's mess ratio of `sample` read as `encoding` (0: clean text), None when it rejects it."""
+    # lazy: only files that are not UTF-8 need it
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(sample, cp_isolation=[encoding]).best()
+    return None if best is None else best.chaos
+
+
 def decode_candidates(data: bytes) -> list[tuple[str, str]]:
-    """Possible (encoding, text) decodings, most trustworthy first."""
+    """Possible (encoding, text) decodings, most trustworthy first: a byte-order mark, UTF-16 without one, strict
+    UTF-8; else the Windows code pages and charset-normalizer's own guess (Greek cp1253, Shift-JIS, ...) that read
+    as text rather than mojibake (the caller's header match ranks them), latin-1 last."""
     if data.startswith(b"\xef\xbb\xbf"):
         return [("utf-8-sig", data.decode("utf-8-sig", errors="replace"))]
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         return [("utf-16", data.decode("utf-16", errors="replace"))]
+    if (wide := utf16_without_bom(data)) is not None:
+        return [(wide, data.decode(wide))]
     try:
         return [("utf-8", data.decode("utf-8"))]
     except UnicodeDecodeError:
         pass
-    out = []
-    for enc in ("cp1252", "cp1250", "cp1251"):
-        try:
-            out.append((enc, data.decode(enc)))
-        except UnicodeDecodeError:
-            continue
+    # lazy: only files that are not UTF-8 need it
+    from charset_normalizer import from_bytes
+
+    sample = data[:_SNIFF_BYTES]
+    guess = from_bytes(sample).best()
+    names = list(_SINGLE_BYTE)
+    if guess is not None and guess.encoding not in names:
+        names.insert(0, guess.encoding)
+    readable = []
+    for enc in names:
+        mess = guess.chaos if guess is not None and enc == guess.encoding else _mess(sample, enc)
+        if mess is not None and mess <= _MAX_MESS:
+            try:
+                readable.append((mess > 0.05, enc, data.decode(enc)))
+            except UnicodeDecodeError:
+                continue
+    out = [(enc, text) for _, enc, text in sorted(readable, key=lambda t: t[0])]  # stable: clean ones first
     out.append(("latin-1", data.decode("latin-1")))
     return out
 
@@ -133,6 +182,22 @@ def best_header(split: list[list[str]]) -> tuple[tuple[float, ...], int, ColumnM
         if best is None or score > best[0]:
             best = (score, i, m)
     return best
+
+
+def content_header(split: list[list[Any]]) -> tuple[int, ColumnMatch] | None:
+    """(index, match) of the first row that reads as a header of names nobody listed (no number or date in it)
+    above rows whose cells hold dates and amounts; the roles come from those cells (`complete_roles`)."""
+    for i, cells in enumerate(split[:_HEADER_SCAN_LINES]):
+        if not looks_like_header(cells):
+            continue
+        width = len(cells)
+        below = [(i + 2 + k, list(r)) for k, r in enumerate(split[i + 1 : i + 201]) if any(str(x).strip() for x in r)]
+        if not below or sum(1 for _, r in below if abs(len(r) - width) <= 1) < 0.8 * len(below):
+            continue
+        match = complete_roles(match_columns([str(c).strip() for c in cells]), below, width)
+        if match.score >= 10 or match.undecided.get("amount"):
+            return i, match
+    return None
 
 
 def _best_layout(text: str) -> _Candidate | None:
@@ -260,9 +325,21 @@ def _parse_with_profile(data: bytes, profile: Any) -> RawTable:
                     notes=[f"bank profile {profile.name!r}"], profile=profile)
 
 
+def looks_delimited(head: bytes) -> bool:
+    """Whether a file's first bytes read as a delimited table: text, with a transaction header or a consistent
+    field count over its lines."""
+    if b"\x00" in head[:4096] and not head.startswith((b"\xff\xfe", b"\xfe\xff")) and not utf16_without_bom(head):
+        return False
+    _, text, cand = _decode_best(head)
+    if cand is not None:
+        return True
+    complete = physical_lines(text)[:-1] if len(head) >= 64 * 1024 else physical_lines(text)  # drop a cut line
+    return len([ln for ln in complete if ln.strip()]) >= 2 and _headerless_layout("\n".join(complete)) is not None
+
+
 def parse_delimited(data: bytes, profile: Any = None) -> RawTable:
     """Decode, sniff and split a delimited export (as `profile` says where given). Raises NotATable with a reason."""
-    if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+    if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")) and not utf16_without_bom(data):
         raise NotATable("binary file (NUL bytes), not a text export")
     if profile is not None:
         return _parse_with_profile(data, profile)
@@ -283,11 +360,17 @@ def parse_delimited(data: bytes, profile: Any = None) -> RawTable:
     first = next((k for k, (_, rec) in enumerate(records) if len(rec) == modal), 0)
     preamble = [delimiter.join(rec) for _, rec in records[:first]]
     body = records[first:]
-    header = [f"column_{i + 1}" for i in range(modal)]
-
-    match = infer_roles(body, modal)
+    if len(body) > 1 and looks_like_header(body[0][1]):  # names nobody listed as synonyms: Greek, Japanese, ...
+        header = [h.strip() for h in body[0][1]]
+        body = body[1:]
+        match = complete_roles(match_columns(header), body, modal)
+        headerless, note = False, "header names not recognised; column roles read from the cells"
+    else:
+        header = [f"column_{i + 1}" for i in range(modal)]
+        match = infer_roles(body, modal)
+        headerless, note = True, "no header row; column roles inferred from cell contents"
     if match.score < 10:
-        raise NotATable("header-less table: no column of dates and amounts could be identified")
-    return RawTable(header=header, rows=body, match=match, encoding=enc, delimiter=delimiter, headerless=True,
-                    preamble=preamble, notes=["no header row; column roles inferred from cell contents"],
-                    bad_records=bad)
+        raise NotATable("no column of dates and amounts could be identified"
+                        + (f" among {header[:12]}" if not headerless else " in a table without a header row"))
+    return RawTable(header=header, rows=body, match=match, encoding=enc, delimiter=delimiter, headerless=headerless,
+                    preamble=preamble, notes=[note], bad_records=bad)

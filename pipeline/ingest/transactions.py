@@ -22,10 +22,11 @@ import pyarrow.parquet as pq
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import stable_id
 from pipeline.ingest import formats
-from pipeline.ingest.columns import ColumnMatch, match_columns
+from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
 from pipeline.ingest.formats.statement import Statement, canonical_rows
+from pipeline.ingest.infer_columns import complete_roles
 from pipeline.ingest.profiles import BankProfile, profile_for
-from pipeline.ingest.tabular import NotATable, RawTable, parse_delimited
+from pipeline.ingest.tabular import NotATable, RawTable, looks_delimited, parse_delimited
 from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.values import (
     choose_date_format,
@@ -41,6 +42,24 @@ DELIMITED_SUFFIXES = frozenset({".csv", ".tsv", ".txt", ".dat", ".tab"})
 JSON_SUFFIXES = frozenset({".jsonl", ".ndjson", ".json"})
 PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
 TRANSACTION_SUFFIXES = DELIMITED_SUFFIXES | JSON_SUFFIXES | PARQUET_SUFFIXES | formats.SUFFIXES
+_PARQUET_MAGIC = b"PAR1"
+
+
+def content_suffix(head: bytes) -> str | None:
+    """The suffix a transaction log's first bytes show, whatever its name says ('.csv' for a delimited export
+    saved as '.pdf' or without an extension), or None when they show no transaction log."""
+    if formats.reader_for("", head[:4096]) is not None:
+        return ".statement"
+    if head.startswith(_PARQUET_MAGIC):
+        return ".parquet"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] in (b"[", b"{"):
+        try:
+            json.loads(head.decode("utf-8-sig"))
+            return ".json"
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            return ".jsonl" if text[:1] == b"{" else ".json"
+    return ".csv" if looks_delimited(head) else None
 
 # Transaction row ids carry it: bump it when a file reads differently (v2: decimal mark per value; v3: a broken
 # record costs its own row only; v4: bank formats, totals lines, currency from the IBAN's country).
@@ -84,7 +103,83 @@ def _records_table(records: list[tuple[int, dict[str, Any]]]) -> RawTable:
                 seen.add(k)
                 keys.append(k)
     rows = [(n, [rec.get(k) for k in keys]) for n, rec in records]
-    return RawTable(header=keys, rows=rows, match=match_columns(keys))
+    # nested names ("transaction_amount.value") are matched by their last part, the field's own name
+    return RawTable(header=keys, rows=rows, match=match_columns([k.rsplit(".", 1)[-1] for k in keys]))
+
+
+def _flatten(obj: dict[str, Any], prefix: str = "") -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """(scalar fields under dotted names, lists of objects by dotted name) of one JSON object; a list of scalars
+    is one field, its items joined."""
+    scalars: dict[str, Any] = {}
+    lists: dict[str, list[Any]] = {}
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            sub_scalars, sub_lists = _flatten(v, key + ".")
+            scalars.update(sub_scalars)
+            lists.update(sub_lists)
+        elif isinstance(v, list):
+            if v and all(isinstance(x, dict) for x in v):
+                lists[key] = v
+            else:
+                scalars[key] = " | ".join(str(x) for x in v if x is not None) or None
+        else:
+            scalars[key] = v
+    return scalars, lists
+
+
+_INHERITED_ROLES = ("account", "currency")  # what a record takes from the objects it is nested in
+
+
+def _record_sets(doc: Any) -> dict[str, list[Any]]:
+    """Every list of objects in a JSON document by its path pattern ('accounts[].activity[]'), each item
+    flattened and carrying the account and currency fields of the objects it sits in; items that are not
+    objects are kept as they are (each becomes a row error)."""
+    out: dict[str, list[Any]] = {}
+
+    def inherited(scalars: dict[str, Any]) -> dict[str, Any]:
+        names = list(scalars)
+        match = match_columns([k.rsplit(".", 1)[-1] for k in names])
+        return {names[i]: scalars[names[i]] for r in _INHERITED_ROLES for i in match.roles.get(r, [])[:1]}
+
+    def walk(items: list[Any], pattern: str, context: dict[str, Any]) -> None:
+        for item in items:
+            if not isinstance(item, dict):
+                out.setdefault(pattern, []).append(item)
+                continue
+            scalars, lists = _flatten(item)
+            out.setdefault(pattern, []).append({**context, **scalars})
+            for key, sub in lists.items():
+                walk(sub, f"{pattern}.{key}[]", {**context, **inherited(scalars)})
+
+    if isinstance(doc, list):
+        walk(doc, "[]", {})
+    elif isinstance(doc, dict):
+        scalars, lists = _flatten(doc)
+        for key, sub in lists.items():
+            walk(sub, f"{key}[]", inherited(scalars))
+    return out
+
+
+def _json_document(doc: Any, source_file: str, sha: str) -> tuple[RawTable, list[ErrorRecord]]:
+    """The records of a JSON export, found by shape: of all lists of objects (however deeply nested: PayPal's
+    `transaction_details[].transaction_info`, a brokerage's `accounts[].activity[]`), the one whose fields read
+    best as transactions (a date and an amount, by name or by value), its fields named by their dotted path."""
+    sets = _record_sets(doc)
+    if not sets:
+        raise NotATable("JSON without a list of records")
+    scored = []
+    for pattern, items in sets.items():
+        records = [(i, rec) for i, rec in enumerate(items, start=1) if isinstance(rec, dict)]
+        table = _records_table(records)
+        match = complete_roles(table.match, table.rows, len(table.header))
+        scored.append(((match.score, len(records)), pattern, items, table))
+    _, pattern, items, table = max(scored, key=lambda t: t[0])
+    errors = [_row_error(sha, source_file, i, "BadRecord", f"record {i} is not a JSON object")
+              for i, rec in enumerate(items, start=1) if not isinstance(rec, dict)]
+    if len(sets) > 1:
+        table.notes.append(f"records: {pattern} (other lists: {', '.join(p for p in sets if p != pattern)})")
+    return table, errors
 
 
 def _json_records(data: bytes, source_file: str, sha: str, suffix: str) -> tuple[RawTable, list[ErrorRecord]]:
@@ -99,19 +194,7 @@ def _json_records(data: bytes, source_file: str, sha: str, suffix: str) -> tuple
             raise NotATable(f"invalid JSON: {exc}") from exc
         except RecursionError as exc:
             raise NotATable("JSON nested too deeply to decode") from exc
-        if isinstance(doc, dict):  # {"transactions": [...]} and similar wrappers
-            lists = [v for v in doc.values() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
-            if len(lists) != 1:
-                raise NotATable("JSON object without exactly one list of transaction records")
-            doc = lists[0]
-        if not isinstance(doc, list):
-            raise NotATable("JSON is not a list of records")
-        for i, rec in enumerate(doc, start=1):
-            if isinstance(rec, dict):
-                records.append((i, rec))
-            else:
-                errors.append(_row_error(sha, source_file, i, "BadRecord", f"record {i} is not a JSON object"))
-        return _records_table(records), errors
+        return _json_document(doc, source_file, sha)
     # Records end at CR, LF or CRLF only (JSON forbids raw CR/LF inside strings; U+2028 and friends are legal there).
     for i, line in enumerate(physical_lines(text), start=1):
         if not line.strip():
@@ -127,7 +210,7 @@ def _json_records(data: bytes, source_file: str, sha: str, suffix: str) -> tuple
         if not isinstance(rec, dict):
             errors.append(_row_error(sha, source_file, i, "BadRecord", f"line {i} is not a JSON object"))
             continue
-        records.append((i, rec))
+        records.append((i, _flatten(rec)[0]))
     return _records_table(records), errors
 
 
@@ -137,9 +220,39 @@ def _parquet_records(data: bytes) -> RawTable:
         table = pq.read_table(io.BytesIO(data))
     except Exception as exc:
         raise NotATable(f"unreadable Parquet: {type(exc).__name__}: {exc}") from exc
+    match = match_columns(table.column_names)
     cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    notes = []
+    for i, name in enumerate(table.column_names):
+        named_time = i in match.roles.get("date", []) or normalise_header(name).split(" ")[-1] in _TIME_WORDS
+        if named_time and pa.types.is_integer(table.schema.field(i).type):
+            cols[i], unit = _epoch_dates(cols[i])
+            if unit:
+                notes.append(f"{name}: integer times read as Unix epoch {unit}")
     rows = [(r + 1, [c[r] for c in cols]) for r in range(table.num_rows)]
-    return RawTable(header=table.column_names, rows=rows, match=match_columns(table.column_names))
+    return RawTable(header=table.column_names, rows=rows, match=match, notes=notes)
+
+
+_TIME_WORDS = frozenset({"date", "time", "timestamp", "datetime", "ts", "epoch"})
+# Unix epoch units by the size of a present-day value: seconds ~1.7e9, milliseconds ~1.7e12, micro ~1.7e15, nano ~1.7e18
+_EPOCH_UNITS = ((1e11, 1, "seconds"), (1e14, 1e3, "milliseconds"), (1e17, 1e6, "microseconds"),
+                (float("inf"), 1e9, "nanoseconds"))
+
+
+def _epoch_dates(values: list[Any]) -> tuple[list[Any], str | None]:
+    """Integer times of a date column as UTC datetimes, the unit read from their size (one unit for the column);
+    values unchanged (and no unit) when they are no plausible times (1900-2100)."""
+    present = [abs(v) for v in values if v is not None]
+    if not present:
+        return values, None
+    divisor, unit = next((d, u) for limit, d, u in _EPOCH_UNITS if max(present) < limit)
+    try:
+        out = [None if v is None else datetime.fromtimestamp(v / divisor, tz=timezone.utc) for v in values]
+    except (OverflowError, OSError, ValueError):
+        return values, None
+    if not all(1900 <= d.year <= 2100 for d in out if d is not None):
+        return values, None
+    return out, unit
 
 
 # ---------------------------------------------------------------- mapping to canonical rows
@@ -224,8 +337,14 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
     """Map a parsed table to canonical rows; each data row yields one row or one error."""
     out = TransactionFile()
     m = table.match
+    if m.first("date") is None or m.first("currency") is None or not _amount_columns(m):
+        m = table.match = complete_roles(m, table.rows, len(table.header))
     amount_idx, debit_idx, credit_idx = m.first("amount"), m.first("debit"), m.first("credit")
     if amount_idx is None and debit_idx is None and credit_idx is None:
+        if m.undecided.get("amount"):
+            names = ", ".join(repr(table.header[i]) for i in m.undecided["amount"])
+            raise NotATable(f"several columns could be the amount ({names}) and neither the header nor a running "
+                            "balance tells which: name it in a bank profile (--bank-profiles)")
         raise NotATable(f"no amount column among {table.header[:12]}")
     cur_idx = _pick_currency_column(table)
     pre_account, pre_currency = table.preamble_hints()
@@ -248,7 +367,8 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
     from_iban = 0
     out.details = {"encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
                    "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
-                   "columns": {r: [table.header[i] for i in v] for r, v in m.roles.items()}, "notes": table.notes}
+                   "columns": {r: [table.header[i] for i in v] for r, v in m.roles.items()},
+                   "notes": [*table.notes, *m.notes]}
     for line, rec in table.rows:
         try:
             if len(rec) <= max(i for i in (date_cols[0][0], amount_idx, debit_idx, credit_idx) if i is not None):
@@ -329,6 +449,8 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
     """Read one transaction log (a delimited one as the first matching bank profile says). File-level problems
     become a single file error."""
     suffix = PurePosixPath(source_file).suffix.lower()
+    if suffix not in TRANSACTION_SUFFIXES or data.startswith(_PARQUET_MAGIC):  # content decides (`content_suffix`)
+        suffix = content_suffix(data[: 64 * 1024]) or suffix
     pre_errors: list[ErrorRecord] = []
     try:
         reader = formats.reader_for(suffix, data[:4096])

@@ -173,7 +173,7 @@ def parse_amount(raw: str | None, decimal_comma: bool) -> tuple[Decimal | None, 
 # tried; the column decides (see choose_date_format).
 DATE_FORMATS: tuple[str, ...] = (
     "%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S",
-    "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y/%m/%d", "%Y.%m.%d",
+    "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S %z", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d", "%Y/%m/%d", "%Y.%m.%d",
     "%d.%m.%Y %H:%M:%S", "%d.%m.%Y %H:%M", "%d.%m.%Y", "%d.%m.%y",
     "%d/%m/%Y %H:%M:%S", "%d/%m/%Y %H:%M", "%d/%m/%Y", "%d/%m/%y",
     "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %H:%M", "%m/%d/%Y", "%m/%d/%y",
@@ -181,6 +181,7 @@ DATE_FORMATS: tuple[str, ...] = (
     "%d-%b-%Y", "%d-%b-%y", "%d %b %y",
 )
 _MONTH_FIRST = {"%m/%d/%Y", "%m/%d/%y", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %H:%M", "%m-%d-%Y"}
+_DOT_PARTS = re.compile(r"(?<=\d)\.\s+(?=\d)")
 _LEADING_DATE = re.compile(r"^\s*(\S+(?:\s\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:\s?[AP]M)?)?)")
 
 
@@ -191,12 +192,16 @@ def _clean_date(raw: str) -> str:
         s = s.split(" as of ", 1)[0].strip()
     if s.endswith("Z"):
         s = s[:-1] + "+0000"
-    return s
+    # "2019. 04. 19." (Hungarian, CLDR's y. MM. dd.) and "19.04.2019.": a dot ends each part, the last one too
+    s = _DOT_PARTS.sub(".", s)
+    return s[:-1] if len(s) > 1 and s.endswith(".") and s[-2].isdigit() else s
 
 
 def parse_date(raw: str, fmt: str) -> datetime:
     """Parse with a fixed format; naive values are taken as UTC. Raises ValueError."""
     s = _clean_date(raw)
+    if fmt.endswith(".") and not s.endswith("."):  # a format written with the trailing dot the cleaning drops
+        fmt = fmt[:-1]
     if fmt == "%Y%m%d" and not (len(s) == 8 and s.isdigit()):
         raise ValueError(f"not a yyyymmdd date: {raw!r}")
     dt = datetime.strptime(s, fmt)

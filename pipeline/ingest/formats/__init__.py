@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from pipeline.ingest.formats import camt, excel, mt940, ofx, qif
+from pipeline.ingest.formats import camt, excel, html_table, mt940, ofx, qif
 
-READERS: tuple[ModuleType, ...] = (ofx, camt, mt940, qif, excel)
+READERS: tuple[ModuleType, ...] = (ofx, camt, mt940, qif, excel, html_table)
 SUFFIXES = frozenset().union(*(r.SUFFIXES for r in READERS))
 
 

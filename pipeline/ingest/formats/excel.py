@@ -11,7 +11,7 @@ import io
 from typing import Any
 
 from pipeline.ingest.columns import ColumnMatch
-from pipeline.ingest.tabular import NotATable, RawTable, best_header
+from pipeline.ingest.tabular import NotATable, RawTable, best_header, content_header
 
 SUFFIXES = frozenset({".xls", ".xlsx", ".xlsm", ".xlsb", ".ods"})
 SHEET_STRIDE = 1_000_000
@@ -35,22 +35,33 @@ def read(data: bytes) -> list[RawTable]:
         book = CalamineWorkbook.from_filelike(io.BytesIO(data))
     except Exception as exc:  # CalamineError and friends: not a workbook, encrypted, corrupt
         raise NotATable(f"unreadable spreadsheet: {type(exc).__name__}: {exc}") from exc
-    found_tables: list[tuple[int, str, int, ColumnMatch, list[list[Any]]]] = []
+    grids: list[tuple[str, list[list[Any]]]] = []
     notes: list[str] = []
-    for number, name in enumerate(book.sheet_names, start=1):
+    for name in book.sheet_names:
         try:
-            cells = book.get_sheet_by_name(name).to_python(skip_empty_area=False)
+            grids.append((name, book.get_sheet_by_name(name).to_python(skip_empty_area=False)))
         except Exception as exc:
             notes.append(f"sheet {name!r} unreadable ({type(exc).__name__})")
-            continue
-        found = best_header([[_text(c) for c in row] for row in cells[:70]])
+    return grid_tables(grids, notes, "sheet")
+
+
+def grid_tables(grids: list[tuple[str, list[list[Any]]]], notes: list[str], part: str) -> list[RawTable]:
+    """One RawTable per grid of cells (a sheet, an HTML table) that holds a transaction header, the rows below it
+    numbered as the module docstring says; `part` names a grid in messages ("sheet", "table")."""
+    notes = list(notes)
+    found_tables: list[tuple[int, str, int, ColumnMatch, list[list[Any]]]] = []
+    for number, (name, cells) in enumerate(grids, start=1):
+        texts = [[_text(c) for c in row] for row in cells[:70]]
+        found = best_header(texts)
+        if found is None and (by_content := content_header(texts)) is not None:
+            found = ((0.0,), *by_content)
         if found is None:
             if any(_text(c) for row in cells for c in row):
-                notes.append(f"sheet {name!r} has no header with a date and an amount column")
+                notes.append(f"{part} {name!r} has no header with a date and an amount column")
             continue
         found_tables.append((number, name, found[1], found[2], cells))
     if not found_tables:
-        raise NotATable("no sheet with a transaction table" + (f" ({'; '.join(notes)})" if notes else ""))
+        raise NotATable(f"no {part} with a transaction table" + (f" ({'; '.join(notes)})" if notes else ""))
     several = len(found_tables) > 1
     tables = []
     for number, name, index, match, cells in found_tables:
@@ -61,7 +72,7 @@ def read(data: bytes) -> list[RawTable]:
             rows=[(offset + r + 1, list(row)) for r, row in enumerate(cells)
                   if r > index and any(_text(c) for c in row)],
             encoding=None, preamble=[" ".join(_text(c) for c in row if _text(c)) for row in cells[:index]],
-            notes=[f"sheet {name!r}; source_row is " + ("sheet number x 1,000,000 + row number" if several
-                                                         else "its row number"), *notes])
+            notes=[f"{part} {name!r}; source_row is " + (f"{part} number x 1,000,000 + row number" if several
+                                                          else "its row number"), *notes])
         tables.append(table)
     return tables

@@ -37,6 +37,20 @@ def _fitid_lines(text: str) -> dict[str, int]:
     return {k: v for k, v in lines.items() if seen[k] == 1}
 
 
+_EMPTY_CLOSED = re.compile(rb"<([A-Za-z0-9.]+)>\s*</\1>")
+_OPEN_TAG = re.compile(rb"<([A-Za-z0-9.]+)>(\s*)(?=<)")
+
+
+def repair_empty_tags(data: bytes) -> bytes:
+    """OFX with its empty elements removed. OFX 1.x (SGML) leaves leaf elements unclosed, and exporters write
+    empty ones (`<NAME><MEMO>x`, `<ORG><FID>`, `<name></name>`) that ofxparse cannot read (an IndexError, or the
+    transaction dropped as 'Empty transaction name'). An element is a leaf when the file never closes it; an empty
+    leaf says nothing, so dropping it loses nothing. Written here because no maintained OFX reader repairs them."""
+    data = _EMPTY_CLOSED.sub(b"", data)
+    closed = {m.upper() for m in re.findall(rb"</([A-Za-z0-9.]+)>", data)}
+    return _OPEN_TAG.sub(lambda m: m.group(0) if m.group(1).upper() in closed else b"", data)
+
+
 def read(data: bytes) -> Statement:
     # lazy: one bank format's parser, loaded when such a file appears
     import ofxparse
@@ -49,17 +63,23 @@ def read(data: bytes) -> Statement:
         def parseOfxDateTime(cls, ofxDateTime):  # type: ignore[no-untyped-def]  # noqa: N802, N803 (its API)
             return super().parseOfxDateTime(_TZ_SUFFIX.sub("", ofxDateTime.strip()))
 
+    data = repair_empty_tags(data)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ofx = _WallClock.parse(io.BytesIO(data))
+            # fail_fast=False: a transaction ofxparse cannot read is set aside with its reason, not the file
+            ofx = _WallClock.parse(io.BytesIO(data), fail_fast=False)
     except Exception as exc:  # ofxparse raises many types (OfxParserException, ValueError, IndexError ...)
         raise NotATable(f"unreadable OFX: {type(exc).__name__}: {exc}") from exc
     found: list[tuple[str | None, Entry]] = []
+    discarded: list[tuple[str | None, str]] = []
     for account in ofx.accounts or []:
         st = account.statement
         if st is None:
             continue
+        for entry in getattr(st, "discarded_entries", []) or []:
+            fitid = _FITID.search(str(entry.get("content", "")))
+            discarded.append((fitid.group(1).strip() if fitid else None, str(entry.get("error", "unreadable"))))
         currency = (getattr(st, "currency", None) or "").upper() or None
         for tx in getattr(st, "transactions", []) or []:
             fitid = str(getattr(tx, "id", "") or "").strip() or None
@@ -84,4 +104,7 @@ def read(data: bytes) -> Statement:
             out.bad.append((row, "OFX transaction without a date or an amount"))
             continue
         out.entries.append(Entry(row, e.booked, e.amount, e.currency, e.account, e.counterparty, e.description))
+    for j, (fitid, reason) in enumerate(discarded, start=len(found) + 1):
+        row = by_line[fitid] if use_lines and fitid and fitid in by_line else j
+        out.bad.append((row, f"OFX transaction not readable: {' '.join(reason.split())}"))
     return require_entries(out)

@@ -92,9 +92,38 @@ def _transactions(qif):  # type: ignore[no-untyped-def]
                 yield tx, label
 
 
+_INVEST_TYPE = re.compile(r"(?im)^\s*!Type:Invst\b")
+# Investment actions whose total leaves the cash account (Quicken's action codes; the X forms move cash elsewhere)
+_OUTFLOW_ACTIONS = frozenset({"buy", "buyx", "miscexp", "miscexpx", "xout", "margint", "margintx", "shtsell"})
+
+
+def _with_investment_account(text: str) -> str:
+    """quiffen reads investment records only under an account block (`!Account ... TInvst`), which exports of a
+    single investment account often leave out; one is put before them, named for what it is."""
+    first = _INVEST_TYPE.search(text)
+    if first is None or "!account" in text[: first.start()].lower():
+        return text
+    return text[: first.start()] + "!Account\nNInvestment account\nTInvst\n^\n" + text[first.start():]
+
+
+def _entry(n: int, tx, label: str | None) -> Entry:  # type: ignore[no-untyped-def]
+    """A bank, card or cash transaction, or an investment record (its action, security, quantity and price as
+    the description; buys and expenses as outflows)."""
+    if hasattr(tx, "action"):
+        action = clean(tx.action) or ""
+        amount = -abs(tx.amount) if action.lower() in _OUTFLOW_ACTIONS else tx.amount
+        qty = f"{tx.quantity} @ {tx.price}" if tx.quantity is not None and tx.price is not None else None
+        desc = [action, tx.security, qty, tx.memo]
+        return Entry(source_row=n, booked=tx.date, amount=amount, account=label, counterparty=None,
+                     description=" | ".join(c for x in desc if (c := clean(x))) or None)
+    desc = [tx.memo, str(tx.category.name) if tx.category is not None else None]
+    return Entry(source_row=n, booked=tx.date, amount=tx.amount, account=label, counterparty=clean(tx.payee),
+                 description=" | ".join(c for x in desc if (c := clean(x))) or None)
+
+
 def read(data: bytes) -> Statement:
     text = decode_candidates(data)[0][1]  # BOM, strict UTF-8, else the first single-byte code page
-    text = _canonical_amounts(text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = _canonical_amounts(_with_investment_account(text.replace("\r\n", "\n").replace("\r", "\n")))
     day_first = _day_first(text)
     out = Statement("QIF", "transaction record")
     if day_first:
@@ -118,8 +147,5 @@ def read(data: bytes) -> Statement:
         elif tx.date is None or tx.amount is None:
             out.bad.append((n, "QIF transaction without a date (D) or an amount (T)"))
         else:
-            desc = [tx.memo, str(tx.category.name) if tx.category is not None else None]
-            out.entries.append(Entry(source_row=n, booked=tx.date, amount=tx.amount, account=label,
-                                     counterparty=clean(tx.payee),
-                                     description=" | ".join(c for x in desc if (c := clean(x))) or None))
+            out.entries.append(_entry(n, tx, label))
     return require_entries(out)
