@@ -213,3 +213,33 @@ def test_parquet_with_epoch_dates_reads_as_dates() -> None:
         tf = _read(buf.getvalue(), "log.parquet")
         assert not tf.errors, (scale, tf.errors)
         assert [r["timestamp"].date().isoformat() for r in tf.rows] == ["2024-01-02", "2024-01-03"]
+
+
+# ------------------------------------------------------------------ lines that are not transactions
+
+WRAPPED = ("Transaction date,Value date,Description,Withdrawals (SGD),Deposits (SGD)\n"
+           "18/04/2018,18/04/2018,DEBIT PURCHASE,6.66,\n,,15/04/18 UBER EATS HELP.UBER\n"
+           "17/04/2018,17/04/2018,SALARY,,2500.00\n"
+           "Generated on 19/04/2018\n")
+
+
+def test_a_wrapped_description_line_joins_its_transaction_and_a_footer_is_named() -> None:
+    tf = _read(WRAPPED, "history.csv")
+    assert [(r["amount"], r["description"]) for r in tf.rows] == [
+        (Decimal("-6.66"), "DEBIT PURCHASE | 15/04/18 UBER EATS HELP.UBER"), (Decimal("2500.00"), "SALARY")]
+    assert [e.error_class for e in tf.errors] == ["NotATransaction"]
+    assert tf.n_records == len(tf.rows) + len(tf.errors)  # the wrapped line is part of its record
+
+
+def test_ofx_transaction_without_fitid_is_read_at_its_line() -> None:
+    text = OFX_EMPTY_TAGS.replace("<FITID>A1", "<FITID>")
+    tf = _read(text, "export.ofx")
+    assert not tf.errors, tf.errors
+    assert _amounts(tf) == [Decimal("-12.50"), Decimal("100.00")]
+    assert tf.rows[0]["source_row"] == next(n for n, ln in enumerate(text.splitlines(), 1) if "-12.50" in ln)
+
+
+def test_an_xls_that_is_a_csv_reads_as_the_csv_it_is() -> None:
+    tf = _read('"Account No","Date","Details","Amount","Currency"\n"123","2024-01-02","Rent","-900.00","SEK"\n',
+               "statement.xls")
+    assert not tf.errors and _amounts(tf) == [Decimal("-900.00")]

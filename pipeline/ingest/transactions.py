@@ -85,6 +85,7 @@ class TransactionFile:
     errors: list[ErrorRecord] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     n_records: int = 0  # data records read (counted by the reader, before mapping): rows + row errors
+    continuation_lines: int = 0  # lines that only continue the description above (part of that record)
 
 
 def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
@@ -333,6 +334,34 @@ def _amount_columns(match: ColumnMatch) -> list[int]:
     return [c for r in ("amount", "debit", "credit") for c in match.roles.get(r, [])[:1]]
 
 
+def _continuation(rec: list[Any], key_cols: list[int], desc_cols: list[int]) -> bool:
+    """A line that only continues the text of the transaction above it: its date and money cells are empty and
+    its text sits in a description column."""
+    return (all(_cell(rec, i) is None for i in key_cols)
+            and any(_cell(rec, i) is not None for i in desc_cols)
+            and sum(1 for c in rec if c is not None and str(c).strip()) <= 2)
+
+
+def _holds_date_or_amount(rec: list[Any], date_cols: list[tuple[int, str | None]], money_cols: list[int],
+                          decimal_comma: bool) -> bool:
+    """Whether any date cell of a row parses as a date or any money cell as an amount."""
+    for i, fmt in date_cols:
+        v = _cell(rec, i)
+        if v is not None:
+            try:
+                _to_timestamp(v, fmt)
+                return True
+            except ValueError:
+                pass
+    for i in money_cols:
+        try:
+            if _to_decimal(_cell(rec, i), decimal_comma)[0] is not None:
+                return True
+        except ValueError:
+            pass
+    return False
+
+
 def map_table(table: RawTable, source_file: str, sha: str, default_currency: str | None = None) -> TransactionFile:
     """Map a parsed table to canonical rows; each data row yields one row or one error."""
     out = TransactionFile()
@@ -369,7 +398,14 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
                    "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
                    "columns": {r: [table.header[i] for i in v] for r, v in m.roles.items()},
                    "notes": [*table.notes, *m.notes]}
+    money_cols = [i for i in (amount_idx, debit_idx, credit_idx) if i is not None]
     for line, rec in table.rows:
+        if out.rows and _continuation(rec, [i for i, _ in date_cols] + money_cols, desc_cols):
+            # a wrapped description (",,UBER EATS ..." under its transaction) belongs to the row above
+            extra = " ".join(str(c).strip() for c in rec if c is not None and str(c).strip())
+            out.rows[-1]["description"] = " | ".join(x for x in (out.rows[-1]["description"], extra) if x)
+            out.continuation_lines += 1
+            continue
         try:
             if len(rec) <= max(i for i in (date_cols[0][0], amount_idx, debit_idx, credit_idx) if i is not None):
                 raise ValueError(f"row has {len(rec)} fields, expected at least {len(table.header)}")
@@ -412,6 +448,10 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
             if _TOTAL_LABEL.search(" ".join(str(c) for c in rec if isinstance(c, str))):
                 out.errors.append(_row_error(sha, source_file, line, "SummaryRow",
                                              f"a totals line, not a transaction ({exc})"))
+            elif not _holds_date_or_amount(rec, date_cols, money_cols, decimal_comma):
+                out.errors.append(_row_error(sha, source_file, line, "NotATransaction",
+                                             f"line {line} holds no date and no amount: a note or footer, not a "
+                                             f"transaction ({exc})"))
             else:
                 out.errors.append(_row_error(sha, source_file, line, "BadRow", str(exc)))
     if from_iban:
@@ -439,7 +479,7 @@ def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_cur
         part.errors += _bad_records(sha, source_file, table.bad_records)
         out.rows += part.rows
         out.errors += part.errors
-        out.n_records += len(table.rows) + len(table.bad_records)
+        out.n_records += len(table.rows) + len(table.bad_records) - part.continuation_lines
         out.details.setdefault("sheets", []).append(part.details)
     return out
 
@@ -454,6 +494,8 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
     pre_errors: list[ErrorRecord] = []
     try:
         reader = formats.reader_for(suffix, data[:4096])
+        if reader is not None and not reader.sniff(data[:4096]) and (seen := content_suffix(data[: 64 * 1024])):
+            reader, suffix = None, seen  # an '.xls' that is a CSV: what the bytes show wins over the name
         if reader is not None:
             parsed = reader.read(data)
             result = (_statement_file(parsed, source_file, sha, default_currency) if isinstance(parsed, Statement)
@@ -477,5 +519,7 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
         return TransactionFile(errors=[err])
     bad = _bad_records(sha, source_file, table.bad_records)
     result.errors = sorted(pre_errors + bad + result.errors, key=lambda e: e.source_row or 0)
-    result.n_records = len(table.rows) + len(table.bad_records) + len(pre_errors)
+    result.n_records = len(table.rows) + len(table.bad_records) + len(pre_errors) - result.continuation_lines
+    if result.continuation_lines:
+        result.details["continuation_lines"] = result.continuation_lines
     return result

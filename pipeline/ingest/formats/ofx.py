@@ -46,9 +46,26 @@ def repair_empty_tags(data: bytes) -> bytes:
     empty ones (`<NAME><MEMO>x`, `<ORG><FID>`, `<name></name>`) that ofxparse cannot read (an IndexError, or the
     transaction dropped as 'Empty transaction name'). An element is a leaf when the file never closes it; an empty
     leaf says nothing, so dropping it loses nothing. Written here because no maintained OFX reader repairs them."""
-    data = _EMPTY_CLOSED.sub(b"", data)
+    data = _EMPTY_CLOSED.sub(lambda m: b"\n" * m.group(0).count(b"\n"), data)  # line numbers stay as they were
     closed = {m.upper() for m in re.findall(rb"</([A-Za-z0-9.]+)>", data)}
-    return _OPEN_TAG.sub(lambda m: m.group(0) if m.group(1).upper() in closed else b"", data)
+    return _OPEN_TAG.sub(lambda m: m.group(0) if m.group(1).upper() in closed else m.group(2), data)
+
+
+_TRANSACTION = re.compile(rb"<STMTTRN>(.*?)</STMTTRN>", re.IGNORECASE | re.DOTALL)
+_LINE_ID = "~line-"  # prefix of the stand-in id of a transaction that has none (never written to a row)
+
+
+def with_line_ids(data: bytes) -> bytes:
+    """Every STMTTRN without a FITID given its own line as a stand-in id: ofxparse drops a transaction that has
+    no FITID, and the id is only used here to find the transaction's line in the file."""
+
+    def fill(m: re.Match[bytes]) -> bytes:
+        if re.search(rb"<FITID>", m.group(1), re.IGNORECASE):
+            return m.group(0)
+        line = data.count(b"\n", 0, m.start()) + 1
+        return b"<STMTTRN><FITID>" + f"{_LINE_ID}{line}".encode() + m.group(0)[len(b"<STMTTRN>"):]
+
+    return _TRANSACTION.sub(fill, data)
 
 
 def read(data: bytes) -> Statement:
@@ -63,7 +80,7 @@ def read(data: bytes) -> Statement:
         def parseOfxDateTime(cls, ofxDateTime):  # type: ignore[no-untyped-def]  # noqa: N802, N803 (its API)
             return super().parseOfxDateTime(_TZ_SUFFIX.sub("", ofxDateTime.strip()))
 
-    data = repair_empty_tags(data)
+    data = with_line_ids(repair_empty_tags(data))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
