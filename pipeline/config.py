@@ -165,6 +165,9 @@ class RunConfig(BaseModel):
     engine: EngineOptions = Field(default_factory=EngineOptions)
     executor: ExecutorOptions = Field(default_factory=ExecutorOptions)
     limits: IngestLimits = Field(default_factory=IngestLimits, description="per-file bounds of ingestion")
+    model_layouts: bool = Field(default=True, description="ask the model which columns hold what in a delimited "
+                                "log whose layout detection cannot settle; its answer is used only where the "
+                                "file's values bear it out (pipeline.infer.layouts)")
     bank_profile_dirs: list[Path] = Field(default_factory=list, description="folders of bank CSV profiles (*.toml), "
                                           "tried before the shipped ones (pipeline.ingest.profiles)")
 

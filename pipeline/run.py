@@ -44,8 +44,10 @@ from pipeline.errors import (
 )
 from pipeline.identity import RunIdentity, stable_id
 from pipeline.infer.in_process import BucketResult, infer
+from pipeline.infer.layouts import ask_layouts
 from pipeline.infer.progress import InferProgress
 from pipeline.ingest import IngestResult, ingest
+from pipeline.ingest.discover import annotate_file_errors, reread_with_profiles
 from pipeline.models import load_llm, model_identity
 from pipeline.output.datasets import (
     DATASETS,
@@ -256,6 +258,10 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
             result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
                                    exclude=(output_dir, *cfg.exclude), limits=cfg.limits,
                                    progress=cfg.progress, bank_profiles=cfg.bank_profiles())
+        if result.layout_questions and cfg.model_layouts:
+            with _timed(timings, "map_layouts"):
+                llm = llm or stages.load_llm(cfg.model_dir, **cfg.engine_kwargs())
+                result = _map_layouts(cfg, llm, result)
         with _timed(timings, "plan"):
             todo = _plan(cfg, result, identity, output_dir)
         if not todo.model:
@@ -308,6 +314,20 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
                 **cp_llm[0].stats(), "requests": long_requests}
         published = stages.write(staging, manifest)
     return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
+
+
+def _map_layouts(cfg: RunConfig, llm: Any, result: IngestResult) -> IngestResult:
+    """Logs whose layout detection left open, read as the model maps their columns where the values bear the
+    mapping out; the others keep their error row, which now says what the model answered and why it was not
+    used."""
+    if not hasattr(llm, "generate"):  # an executor's engine pool: the questions stay unanswered
+        return annotate_file_errors(result, {f: "the model reads layouts only with the in-process executor"
+                                             for f in result.layout_questions})
+    answers = ask_layouts(llm, result.layout_questions)
+    refused = {f: f"the model's column mapping was not used: {a}" for f, a in answers.items() if isinstance(a, str)}
+    chosen = {f: a for f, a in answers.items() if not isinstance(a, str)}
+    result = reread_with_profiles(result, chosen, limits=cfg.limits, default_currency=cfg.default_currency)
+    return annotate_file_errors(result, refused)
 
 
 def _filing_rows(prepared: PreparedRequests, staging: Staging, result: IngestResult, output_dir: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pipeline.errors import ErrorRecord, Stage, Unit, errors_to_table
 from pipeline.identity import file_sha256, sha256_bytes
 from pipeline.ingest.einvoice import is_einvoice_xml
 from pipeline.ingest.facts import facts_to_table
+from pipeline.ingest.layout_question import LayoutQuestion
 from pipeline.ingest.limits import IngestLimits
 from pipeline.ingest.markup import HTML_SUFFIXES, MARKDOWN_SUFFIXES, is_sgml_submission
 from pipeline.ingest.ocr import engine
@@ -62,6 +64,9 @@ class IngestResult:
     files: pa.Table
     excluded: int = 0  # files left out by the user's --exclude globs (not listed in `files`)
     facts: pa.Table = field(default_factory=FACT_ARROW_SCHEMA.empty_table)  # filing facts (inline XBRL, statement tables)
+    # delimited logs whose column roles detection could not settle, by source_file (their error rows stand
+    # unless the model's reading of them passes the values' check: `pipeline.infer.layouts`)
+    layout_questions: dict[str, LayoutQuestion] = field(default_factory=dict)
 
     def file_sha(self) -> dict[str, str]:
         return dict(zip(self.files.column("source_file").to_pylist(), self.files.column("sha256").to_pylist()))
@@ -175,6 +180,7 @@ class _Collected:
     tx_tables: list[pa.Table] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
+    questions: dict[str, LayoutQuestion] = field(default_factory=dict)
 
 
 def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
@@ -235,6 +241,8 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
             elif result.parts_not_read:
                 entry["details"] = json.dumps({"parts_not_read": result.parts_not_read})
     else:
+        if parsed.question is not None:
+            out.questions[rel] = parsed.question
         tx_tables.append(parsed.rows)
         errors.extend(parsed.errors)
         entry["n_rows"], entry["n_errors"] = parsed.rows.num_rows, len(parsed.errors)
@@ -320,4 +328,46 @@ def ingest(
         errors=errors_to_table(out.errors),
         files=pa.Table.from_pylist(out.files, schema=FILE_ARROW_SCHEMA),
         excluded=n_excluded,
+        layout_questions=out.questions,
     )
+
+
+def reread_with_profiles(result: IngestResult, chosen: dict[str, BankProfile], *, limits: IngestLimits | None = None,
+                         default_currency: str | None = None) -> IngestResult:
+    """`result` with each log in `chosen` (source_file -> the profile the model's checked reading gave) read
+    again with its profile, in a worker under the same limits: its file-level error row gives way to what the
+    read yields, and its file entry says `layout_source: model`."""
+    if not chosen:
+        return result
+    root, limits = Path(result.input_dir), limits or IngestLimits()
+    out = _Collected()
+    with FileWorker(limits) as worker:
+        for rel, profile in chosen.items():
+            _ingest_one(root / rel, rel, _Reader(limits, worker, default_currency, (profile,)), out)
+    new_entries = {}
+    for entry in out.files:
+        details = json.loads(entry["details"]) if entry["details"] else {}
+        entry["details"] = json.dumps({**details, "layout_source": "model"}, ensure_ascii=False)
+        new_entries[entry["source_file"]] = entry
+    files = [new_entries.get(f["source_file"], f) for f in result.files.to_pylist()]
+    old_errors = result.errors.filter(pa.array([s not in chosen for s in result.errors.column("source_file").to_pylist()],
+                                               pa.bool_()))
+    return dataclasses.replace(
+        result,
+        files=pa.Table.from_pylist(files, schema=FILE_ARROW_SCHEMA),
+        errors=pa.concat_tables([old_errors, errors_to_table(out.errors)]),
+        transactions=pa.concat_tables([result.transactions, *out.tx_tables]),
+        layout_questions={k: v for k, v in result.layout_questions.items() if k not in chosen},
+    )
+
+
+def annotate_file_errors(result: IngestResult, notes: dict[str, str]) -> IngestResult:
+    """`result` with `notes[source_file]` added to that file's file-level error message."""
+    if not notes:
+        return result
+    rows = result.errors.to_pylist()
+    for row in rows:
+        if row["source_file"] in notes and row["unit"] == Unit.FILE:
+            row["message"] = f"{row['message']}; {notes[row['source_file']]}"
+    return dataclasses.replace(result, errors=pa.Table.from_pylist(rows, schema=result.errors.schema))
+

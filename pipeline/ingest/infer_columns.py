@@ -54,12 +54,15 @@ def currency_column(cols: list[list[str]], taken: set[int]) -> int | None:
     return None
 
 
-def _numeric_columns(cols: list[list[str]], taken: set[int]) -> list[tuple[float, int]]:
-    """(share of cells with cents, index) of the free columns that hold amounts, most cents first."""
+def _numeric_columns(cols: list[list[str]], taken: set[int], min_filled: float = 0.9) -> list[tuple[float, int]]:
+    """(share of cells with cents, index) of the free columns that hold amounts in at least `min_filled` of the
+    rows, most cents first."""
     out = []
     for i, values in enumerate(cols):
         non_empty = [v for v in values if v]
         if i in taken or not non_empty:
+            continue
+        if len(non_empty) < min_filled * len(values):
             continue
         numeric = sum(1 for v in non_empty if _AMOUNTISH.match(v)) / len(non_empty)
         cents = sum(1 for v in non_empty if _DECIMAL.search(v)) / len(non_empty)
@@ -89,20 +92,28 @@ def _decimals(values: list[str]) -> list[Decimal | None]:
     return out
 
 
-def balance_continuity(amounts: list[str], balances: list[str]) -> float:
-    """Share of consecutive rows where the balance moves by the amount, under the best of the four ways exports
-    print it (balance after or before the booking; oldest or newest first). 0.0 with fewer than two steps."""
+def net_of(out_values: list[str], in_values: list[str]) -> list[str]:
+    """in - out per row, as text, for a pair of one-sided money columns."""
+    outs, ins = _decimals(out_values), _decimals(in_values)
+    return [str((i or Decimal(0)) - (o or Decimal(0))) for o, i in zip(outs, ins)]
+
+
+def balance_continuity(amounts: list[str], balances: list[str], newest_first: bool | None = None) -> float:
+    """Share of consecutive rows where the balance moves by the amount, under the best of the ways exports print
+    it (balance after or before the booking; oldest or newest first, unless `newest_first` says which). 0.0 with
+    fewer than two steps."""
     amt, bal = _decimals(amounts), _decimals(balances)
     best, steps = 0.0, 0
+    signs = (1, -1) if newest_first is None else ((-1,) if newest_first else (1,))
     for lag in (0, 1):  # balance after (the step is this row's amount) or before (the previous row's)
-        for sign in (1, -1):  # oldest first, or newest first
+        for sign in signs:  # oldest first, or newest first
             hits = steps = 0
             for i in range(1, len(bal)):
-                a = amt[i - lag] if i - lag < len(amt) else None
-                if bal[i] is None or bal[i - 1] is None or a is None:
+                if bal[i] is None or bal[i - 1] is None:
                     continue
+                a = amt[i - lag] if i - lag < len(amt) else None
                 steps += 1
-                hits += (bal[i] - bal[i - 1]) * sign == a
+                hits += (bal[i] - bal[i - 1]) * sign == (a if a is not None else 0)  # no amount: no move
             if steps >= 2:
                 best = max(best, hits / steps)
     return best
@@ -119,7 +130,9 @@ def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width:
     if "date" not in roles:
         for i, values in enumerate(cols):
             non_empty = [v for v in values if v]
-            if i not in taken and len(non_empty) >= max(1, len(values) // 2) and choose_date_format(non_empty):
+            # 0.6: pending card payments leave 'Pending' where the booking date will be
+            if (i not in taken and len(non_empty) >= max(1, len(values) // 2)
+                    and choose_date_format(non_empty, min_share=0.6)):
                 roles["date"] = [i]
                 taken.add(i)
                 notes.append(f"date: column {i + 1} (its cells are dates)")
@@ -130,8 +143,18 @@ def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width:
         notes.append(f"currency: column {cur + 1} (its cells are currency codes)")
     if not any(r in roles for r in ("amount", "debit", "credit")):
         numeric = _numeric_columns(cols, taken)
-        chosen = numeric[0][1] if len(numeric) == 1 else None
-        if len(numeric) > 1:
+        full = {i for _, i in numeric}
+        sparse = [i for _, i in _numeric_columns(cols, taken, min_filled=0.0) if i not in full]
+        split_balance = [c for c in full if any(balance_continuity(net_of(cols[a], cols[b]), cols[c]) >= _MIN_CONTINUITY
+                                                for a in sparse for b in sparse if a != b)]
+        chosen = numeric[0][1] if len(numeric) == 1 and not split_balance else None
+        if split_balance:
+            # money out and money in in two one-sided columns, and the balance they move: which side is which is
+            # for the reader of the names or the balance's direction (pipeline.infer.layouts), not a guess here
+            roles["balance"] = split_balance[:1]
+            taken.add(split_balance[0])
+            undecided["amount"] = sparse
+        elif len(numeric) > 1:
             # A running balance moves by the amount; the column it moves by is the amount. Without such a pair
             # the choice (gross, fee or net? amount or rate?) needs reading: it is left open, never guessed.
             pairs = [(balance_continuity(cols[a], cols[b]), a, b) for _, a in numeric for _, b in numeric if a != b]
@@ -143,6 +166,8 @@ def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width:
                 notes.append(f"balance: column {b + 1} (it moves by column {a + 1} in {score:.0%} of rows)")
             else:
                 undecided["amount"] = [i for _, i in numeric]
+        elif not numeric and len(sparse) >= 2:  # one-sided columns: which is money in needs a name or a balance
+            undecided["amount"] = sparse
         if chosen is not None:
             roles["amount"] = [chosen]
             taken.add(chosen)

@@ -17,7 +17,7 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "data" / "bank_profiles"
-Role = Literal["date", "amount", "debit", "credit", "currency", "counterparty", "description", "account"]
+Role = Literal["date", "amount", "debit", "credit", "currency", "counterparty", "description", "account", "balance"]
 ColumnRef = str | int
 
 

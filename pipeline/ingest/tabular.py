@@ -370,7 +370,11 @@ def parse_delimited(data: bytes, profile: Any = None) -> RawTable:
         match = infer_roles(body, modal)
         headerless, note = True, "no header row; column roles inferred from cell contents"
     if match.score < 10:
-        raise NotATable("no column of dates and amounts could be identified"
-                        + (f" among {header[:12]}" if not headerless else " in a table without a header row"))
+        where = f" among {header[:12]}" if not headerless else " in a table without a header row"
+        if match.undecided.get("amount") and match.first("date") is not None:
+            cols = ", ".join(str(i + 1) for i in match.undecided["amount"])
+            raise NotATable(f"columns {cols} could each hold the amount (or split it into money out and in) and "
+                            f"no name or running balance tells which{where}: name them in a bank profile")
+        raise NotATable("no column of dates and amounts could be identified" + where)
     return RawTable(header=header, rows=body, match=match, encoding=enc, delimiter=delimiter, headerless=headerless,
                     preamble=preamble, notes=[note], bad_records=bad)

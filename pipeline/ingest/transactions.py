@@ -25,6 +25,7 @@ from pipeline.ingest import formats
 from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
 from pipeline.ingest.formats.statement import Statement, canonical_rows
 from pipeline.ingest.infer_columns import complete_roles
+from pipeline.ingest.layout_question import LayoutQuestion, layout_question
 from pipeline.ingest.profiles import BankProfile, profile_for
 from pipeline.ingest.tabular import NotATable, RawTable, looks_delimited, parse_delimited
 from pipeline.ingest.text_lines import physical_lines
@@ -54,12 +55,22 @@ def content_suffix(head: bytes) -> str | None:
         return ".parquet"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text[:1] in (b"[", b"{"):
-        try:
-            json.loads(head.decode("utf-8-sig"))
-            return ".json"
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            return ".jsonl" if text[:1] == b"{" else ".json"
+        if _parses(text) or (text[:1] == b"[" and re.match(rb"\[\s*\{", text) and len(head) >= _HEAD_BYTES):
+            return ".json"  # one document (a long one is cut in the head: it must open a list of objects)
+        first = text.split(b"\n", 1)[0]
+        return ".jsonl" if text[:1] == b"{" and _parses(first) else None
     return ".csv" if looks_delimited(head) else None
+
+
+_HEAD_BYTES = 64 * 1024
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        json.loads(data.decode("utf-8"))
+        return True
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return False
 
 # Transaction row ids carry it: bump it when a file reads differently (v2: decimal mark per value; v3: a broken
 # record costs its own row only; v4: bank formats, totals lines, currency from the IBAN's country).
@@ -86,6 +97,7 @@ class TransactionFile:
     details: dict[str, Any] = field(default_factory=dict)
     n_records: int = 0  # data records read (counted by the reader, before mapping): rows + row errors
     continuation_lines: int = 0  # lines that only continue the description above (part of that record)
+    question: LayoutQuestion | None = None  # a layout detection could not settle, for the model to read
 
 
 def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
@@ -394,7 +406,8 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
     fallback_account = pre_account or PurePosixPath(source_file).stem
     file_currency = (profile.currency if profile else None) or m.header_currency or pre_currency
     from_iban = 0
-    out.details = {"encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
+    out.details = {"layout_source": "profile" if profile else "detected",
+                   "encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
                    "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
                    "columns": {r: [table.header[i] for i in v] for r, v in m.roles.items()},
                    "notes": [*table.notes, *m.notes]}
@@ -489,12 +502,13 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
     """Read one transaction log (a delimited one as the first matching bank profile says). File-level problems
     become a single file error."""
     suffix = PurePosixPath(source_file).suffix.lower()
+    delimited_unprofiled = False
     if suffix not in TRANSACTION_SUFFIXES or data.startswith(_PARQUET_MAGIC):  # content decides (`content_suffix`)
-        suffix = content_suffix(data[: 64 * 1024]) or suffix
+        suffix = content_suffix(data[:_HEAD_BYTES]) or suffix
     pre_errors: list[ErrorRecord] = []
     try:
         reader = formats.reader_for(suffix, data[:4096])
-        if reader is not None and not reader.sniff(data[:4096]) and (seen := content_suffix(data[: 64 * 1024])):
+        if reader is not None and not reader.sniff(data[:4096]) and (seen := content_suffix(data[:_HEAD_BYTES])):
             reader, suffix = None, seen  # an '.xls' that is a CSV: what the bytes show wins over the name
         if reader is not None:
             parsed = reader.read(data)
@@ -507,7 +521,9 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
         elif suffix in JSON_SUFFIXES:
             table, pre_errors = _json_records(data, source_file, sha, suffix)
         else:
-            table = parse_delimited(data, profile_for(source_file, profiles))
+            profile = profile_for(source_file, profiles)
+            delimited_unprofiled = profile is None
+            table = parse_delimited(data, profile)
         if not table.rows and not pre_errors:
             raise NotATable("no data rows")
         result = map_table(table, source_file, sha, default_currency)
@@ -516,7 +532,10 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
         err = ErrorRecord(row_id=file_unit_id(sha, source_file), unit=Unit.FILE, source_file=source_file,
                           stage=Stage.INGEST, error_class=cls, message=f"not a transaction log we can read: {exc}",
                           n_rows=0)
-        return TransactionFile(errors=[err])
+        # what detection left open is put to the model (pipeline.infer.layouts); the error stands until then
+        question = (layout_question(data, source_file, str(exc))
+                    if delimited_unprofiled and cls == "UnrecognisedTable" else None)
+        return TransactionFile(errors=[err], question=question)
     bad = _bad_records(sha, source_file, table.bad_records)
     result.errors = sorted(pre_errors + bad + result.errors, key=lambda e: e.source_row or 0)
     result.n_records = len(table.rows) + len(table.bad_records) + len(pre_errors) - result.continuation_lines

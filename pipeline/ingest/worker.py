@@ -60,6 +60,7 @@ class ParsedLog:
     errors: list[ErrorRecord] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     n_records: int = 0  # records the reader saw (each must end as a row or a row error)
+    question: Any = None  # LayoutQuestion: a layout left for the model to read
 
 
 @dataclass
@@ -99,7 +100,7 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | 
     from pipeline.ingest.transactions import read_transactions, rows_to_table
 
     tf = read_transactions(data, task.source_file, task.sha, task.default_currency, task.profiles)
-    return ParsedLog(rows_to_table(tf.rows), tf.errors, tf.details, tf.n_records)
+    return ParsedLog(rows_to_table(tf.rows), tf.errors, tf.details, tf.n_records, tf.question)
 
 
 def _parse_safely(task: FileTask, limits: IngestLimits, parser: Callable[..., Any] = parse_file

@@ -152,6 +152,18 @@ def reconcile(record: RunRecord, errs: list[dict[str, Any]], out_counts: dict[st
     )
 
 
+def _layout_sources(files: list[dict[str, Any]]) -> dict[str, str]:
+    """How each delimited or spreadsheet log's columns were found: detected (names and values), profile (a bank
+    profile), or model (the model's reading, checked against the values)."""
+    out = {}
+    for f in files:
+        if f["kind"] == "transactions" and f["details"]:
+            source = json.loads(f["details"]).get("layout_source")
+            if source:
+                out[f["source_file"]] = source
+    return out
+
+
 def build_manifest(cfg: RunConfig, record: RunRecord, staging: Staging, llm: Any) -> dict[str, Any]:
     """The run's manifest (JSON-ready), from its record, its staged parts and the engine that ran it."""
     out_counts = {ds: sum(pq.ParquetFile(p).metadata.num_rows for p in parts) for ds, parts in staging.staged().items()}
@@ -174,7 +186,8 @@ def build_manifest(cfg: RunConfig, record: RunRecord, staging: Staging, llm: Any
         inputs={"files": len(files), "by_kind": dict(Counter(f["kind"] for f in files)),
                 "bytes": sum(f["size_bytes"] for f in files), "documents": rec.documents_ingested,
                 "transaction_rows": rec.transaction_rows_read, "windows": rec.windows,
-                "buckets_resumed": record.resumed_buckets, "excluded": record.ingested.excluded},
+                "buckets_resumed": record.resumed_buckets, "excluded": record.ingested.excluded,
+                "layout_sources": _layout_sources(files)},
         outputs=out_counts,
         errors_by_stage=dict(Counter(e["stage"] for e in errs)),
         errors_by_class=dict(Counter(e["error_class"] for e in errs)),

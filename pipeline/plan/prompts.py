@@ -98,6 +98,18 @@ CHAT_WINDOW_TASK = ("Summarise this account window as JSON. net >= 0: net_inflow
                     "count above 0, named like the count; risk low, medium, high for 0, 1, 2+ flags.")
 
 
+CHAT_LAYOUT_TASK = ("This bank or card export's columns could not be identified by their names. Say which column "
+                    "holds the booking date; the signed amount or, where the export splits it, the money-out "
+                    "(debit) and money-in (credit) columns; the currency; the counterparty; the description; and "
+                    "the running balance. Answer none where the export has no such column. Also say whether its "
+                    "dates put the day, the month or the year first, and whether its amounts use a decimal point "
+                    "or a decimal comma.")
+
+
+def layout_messages(table_text: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": CHAT_SYSTEM}, {"role": "user", "content": f"{CHAT_LAYOUT_TASK}\n\n{table_text}"}]
+
+
 def _flag_count_labels() -> dict[str, str]:
     """Chat windows name each flag's count by the flag itself ("large_cash: 1"), so the model copies a name it
     sees instead of mapping a description ("large cash movements") to a flag."""
@@ -143,7 +155,7 @@ def window_messages(facts: Mapping[str, object]) -> list[dict[str, str]]:
 def encode_prompt(tokenizer: Any, kind: str, *, text: str = "", facts: Mapping[str, object] | None = None,
                   title: str | None = None) -> list[int]:
     """Prompt token ids in the style the tokenizer calls for (chat template if it has one); `kind` is document,
-    section (with its heading `title`) or window."""
+    section (with its heading `title`), window, or layout (a bank export's columns and first rows)."""
     chat = getattr(tokenizer, "chat_template", None) is not None
     if kind == "document":
         return tokenizer.encode_chat(document_messages(text)) if chat else tokenizer.encode(render_document_prompt(text))
@@ -153,4 +165,7 @@ def encode_prompt(tokenizer: Any, kind: str, *, text: str = "", facts: Mapping[s
     if kind == "window":
         return (tokenizer.encode_chat(window_messages(facts or {})) if chat
                 else tokenizer.encode(render_window_prompt(facts or {})))
+    if kind == "layout":
+        return (tokenizer.encode_chat(layout_messages(text)) if chat
+                else tokenizer.encode(f"{CHAT_LAYOUT_TASK}\n\n{text.strip()}\n\n{ANSWER_MARKER}"))
     raise ValueError(f"no prompt for {kind!r} requests")

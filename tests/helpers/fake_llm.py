@@ -16,6 +16,7 @@ GOOD_DOCUMENT = {"doc_type": "invoice", "issuer": "Example Supplies GmbH", "coun
 GOOD_SECTION = {"summary": "The section describes the business and its risks.", "key_points": ["competition"]}
 GOOD_WINDOW = {"classification": "net_outflow", "risk_level": "low", "flags": [], "narrative": "quiet month"}
 BAD_MARKER = "FAIL-VALIDATION"
+LAYOUT_FIELDS = ("date", "money", "currency", "counterparty", "description", "date_order", "decimal_mark")
 
 
 class ByteTokenizer:
@@ -45,11 +46,16 @@ class _Out:
 
 
 class FakeLLM:
-    def __init__(self, max_model_len: int = 4096) -> None:
+    def __init__(self, max_model_len: int = 4096, layout_answer: dict[str, str] | None = None,
+                 constrained: bool = True) -> None:
         self.tokenizer = ByteTokenizer()
         self.max_model_len = max_model_len
         self.eos_token_ids = [1]
         self.calls: list[int] = []
+        # a bank export's column question: these choices where offered, else each field's first option
+        self.layout_answer = layout_answer or {}
+        self.constrained = constrained  # False: answer as given even outside the schema (an engine without grammar)
+        self.layout_prompts: list[str] = []
 
     def config_summary(self) -> dict[str, Any]:
         return {"fake": True, "max_model_len": self.max_model_len}
@@ -63,6 +69,14 @@ class FakeLLM:
         for i, (ids, p) in enumerate(zip(prompts, plist)):
             prompt = self.tokenizer.decode(ids)
             props = (p.json_schema or {}).get("properties", {})
+            if props and set(props) <= set(LAYOUT_FIELDS):
+                self.layout_prompts.append(prompt)
+                answer = {f: (self.layout_answer[f] if f in self.layout_answer and (
+                    not self.constrained or self.layout_answer[f] in spec["enum"]) else spec["enum"][0])
+                          for f, spec in props.items()}
+                text = json.dumps(answer, separators=(",", ":"))
+                yield _Out(index=i, prompt_token_ids=ids, token_ids=[2] * 8, text=text, finish_reason="stop")
+                continue
             is_doc = "doc_type" in props
             answer = dict(GOOD_DOCUMENT if is_doc else GOOD_SECTION if "summary" in props else GOOD_WINDOW)
             if "summary" in props:
@@ -73,3 +87,8 @@ class FakeLLM:
             text = json.dumps(answer, separators=(",", ":"))
             yield _Out(index=i, prompt_token_ids=ids, token_ids=list(range(len(text) // 4)), text=text,
                        finish_reason="stop")
+
+    def generate(self, prompts: list[list[int]], params: Any, progress: bool = True) -> list[_Out]:
+        outs = list(self.generate_stream(prompts, params, progress))
+        return sorted(outs, key=lambda o: o.index)
+
