@@ -51,7 +51,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force, exclude=args.exclude,
             default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
             extraction=args.extraction, limits=_limits(args), bank_profile_dirs=args.bank_profiles,
-            executor=ExecutorOptions(**executor_options(args)),
+            model_layouts=not args.no_model_layouts, executor=ExecutorOptions(**executor_options(args)),
             **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
             **({"section_tokens": args.section_tokens} if args.section_tokens else {}),
         )
@@ -121,6 +121,10 @@ def _add_run(sub: Any) -> None:
                    help="folder of bank CSV profiles (*.toml: file-name pattern, delimiter, header, columns, date "
                         "format, decimal mark, currency) tried before the shipped ones in data/bank_profiles; "
                         "repeatable")
+    p.add_argument("--no-model-layouts", action="store_true",
+                   help="do not ask the model which columns hold what in a CSV whose layout detection cannot "
+                        "settle (by default it is asked, and its answer used only where the file's values bear it "
+                        "out); such a file then stays an error row")
     p.add_argument("--extraction", choices=["auto", "model"], default="auto",
                    help="auto (default): PDFs carrying an e-invoice (ZUGFeRD, Factur-X, XRechnung, UBL) are read from "
                         "its XML, the rest by the model; model: every document by the model")

@@ -243,3 +243,29 @@ def test_an_xls_that_is_a_csv_reads_as_the_csv_it_is() -> None:
     tf = _read('"Account No","Date","Details","Amount","Currency"\n"123","2024-01-02","Rent","-900.00","SEK"\n',
                "statement.xls")
     assert not tf.errors and _amounts(tf) == [Decimal("-900.00")]
+
+
+MT940_LONG_REFERENCE = """:20:ASN
+:25:NL81ASNB9999999999
+:28C:1/1
+:60F:C200101EUR404,81
+:61:2001010101D65,00NOVBNL47INGB9999999999
+hr gjlm paulissen
+:86:NL47INGB9999999999 hr gjlm paulissen
+Betaling sieraden
+:62F:C200101EUR339,81
+"""
+
+
+def test_mt940_customer_reference_longer_than_swift_allows_still_reads() -> None:
+    tf = _read(MT940_LONG_REFERENCE, "asn.sta")
+    assert not tf.errors, tf.errors
+    assert [(r["amount"], r["currency"], r["source_row"]) for r in tf.rows] == [(Decimal("-65.00"), "EUR", 5)]
+
+
+def test_amount_written_without_a_leading_zero_and_a_pending_row_says_why() -> None:
+    text = ("Date;Description;Amount;Currency\n31.10.2019;fee;-,01;RUB\n30.10.2019;shop;-120,00;RUB\n"
+            "Pending;card payment;-3,00;RUB\n")
+    tf = _read(text, "card.csv")
+    assert _amounts(tf) == [Decimal("-0.01"), Decimal("-120.00")]
+    assert [e.message for e in tf.errors] == ["no booking date yet ('Pending')"]

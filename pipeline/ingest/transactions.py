@@ -339,6 +339,8 @@ def _to_timestamp(value: Any, fmt: str | None) -> datetime:
         return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
     if fmt is None:
         raise ValueError(f"no date format fits {value!r}")
+    if not any(ch.isdigit() for ch in str(value)):  # 'Pending', 'Vorgemerkt': a card payment not booked yet
+        raise ValueError(f"no booking date yet ({str(value)!r})")
     return parse_date(str(value), fmt)
 
 

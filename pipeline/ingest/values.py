@@ -15,7 +15,7 @@ CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "
                     "fr.": "CHF", "chf": "CHF"}
 LEGACY_CURRENCIES = {"RUR": "RUB"}  # pre-1998 code still used by Russian bank exports
 _ISO_CURRENCY = re.compile(r"^[A-Z]{3}$")
-_AMOUNT_CHARS = re.compile(r"^[+-]?\(?[+-]?[0-9][0-9.,' \u00a0\u202f]*\)?[+-]?$")
+_AMOUNT_CHARS = re.compile(r"^[+-]?\(?[+-]?(?:[0-9]|[.,][0-9])[0-9.,' \u00a0\u202f]*\)?[+-]?$")  # '-,01' too
 _MAX_AMOUNT = Decimal("1e14")
 _QUANT = Decimal("0.0001")
 

@@ -30,6 +30,18 @@ def _account(value: object) -> str | None:
     return m.group(1) if m else s
 
 
+def _relaxed_statement_line():  # type: ignore[no-untyped-def]
+    """The :61: tag with the customer reference up to 34 characters: SWIFT caps it at 16, some banks (ASN, Wise)
+    write the counter account there, and the library then fails the whole file. Only turns a parse error into a
+    parse; a :61: within the spec reads as before."""
+    from mt940 import tags
+
+    class Statement(tags.Statement):  # type: ignore[misc, valid-type]  # its name is the slug processors look for
+        pattern = tags.Statement.pattern.replace("[^\\n]){0,16})", "[^\\n]){0,34})")
+
+    return Statement()
+
+
 def read(data: bytes) -> Statement:
     # lazy: one bank format's parser, loaded when such a file appears
     import mt940
@@ -38,7 +50,7 @@ def read(data: bytes) -> Statement:
     text = decode_candidates(data)[0][1]  # BOM, strict UTF-8, else the first single-byte code page
     defaults = mt940.models.Transactions.DEFAULT_PROCESSORS
     post = [*defaults["post_statement"], processors.transactions_to_transaction("account_identification")]
-    parsed = mt940.models.Transactions(processors={"post_statement": post})
+    parsed = mt940.models.Transactions(processors={"post_statement": post}, tags={61: _relaxed_statement_line()})
     try:
         parsed.parse(text)
     except Exception as exc:  # the library raises ValueError, KeyError, RuntimeError on malformed tags
