@@ -269,3 +269,22 @@ def test_amount_written_without_a_leading_zero_and_a_pending_row_says_why() -> N
     tf = _read(text, "card.csv")
     assert _amounts(tf) == [Decimal("-0.01"), Decimal("-120.00")]
     assert [e.message for e in tf.errors] == ["no booking date yet ('Pending')"]
+
+
+def test_unsigned_amounts_take_their_sign_from_a_debit_credit_mark_column() -> None:
+    text = ('"Sąskaitos Nr.","Data","Gavėjas","Suma","Valiuta","D/K"\n'
+            '"LT797300010000000001","2012-01-02","McDonald\'s","14.34","LTL","D"\n'
+            '"LT797300010000000001","2012-01-05","Darbdavys UAB","1500.00","LTL","K"\n')
+    tf = _read(text, "israsas.csv")
+    assert not tf.errors, tf.errors
+    assert _amounts(tf) == [Decimal("-14.34"), Decimal("1500.00")]
+
+
+def test_a_role_word_inside_a_longer_header_and_a_currency_sign_in_parentheses() -> None:
+    text = ("\ufeff\n\nRun Date,Action,Symbol,Quantity,Price ($),Amount ($),Settlement Date\n"
+            "07/07/2025,YOU BOUGHT,FXNAX,8301.158,10.36,-86000,07/08/2025\n"
+            "07/09/2025,DIVIDEND RECEIVED,FXNAX,,,12.50,07/09/2025\n")
+    tf = _read(text, "History_for_Account_X.csv")
+    assert not tf.errors, tf.errors
+    assert [(r["amount"], r["currency"], r["timestamp"].day) for r in tf.rows] == [
+        (Decimal("-86000"), "USD", 7), (Decimal("12.50"), "USD", 9)]

@@ -11,6 +11,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from pipeline.ingest.values import normalise_currency
+
 # Role -> synonyms in priority order (the first present column wins where one column is needed).
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "date": (
@@ -61,7 +63,6 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     ),
 }
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_PAREN_CURRENCY = re.compile(r"^(.*?)\s*[\(\[]\s*([A-Za-z]{3})\s*[\)\]]\s*$")
 
 
 def normalise_header(name: str) -> str:
@@ -100,20 +101,31 @@ class ColumnMatch:
         return s
 
 
+# Words that name a role inside a longer header ('Run Date', 'Date Processed', 'Buchungsbetrag' aside): tried only
+# for cells no synonym matches, after every exact match. 'value' is left out: 'Value Date' is a date.
+_ROLE_WORDS = {role: frozenset(normalise_header(n) for n in SYNONYMS[role] if " " not in n) - {"value", "data"}
+               for role in ("date", "amount", "currency")}
+_UNIT_IN_PARENS = re.compile(r"^(.*?)\s*[\(\[]\s*([^\w\s]{1,3}|[A-Za-z]{3})\s*[\)\]]\s*$")  # 'Amount ($)'
+_WORD_RANK = 1000  # below every synonym
+
+
 def match_columns(header: list[str]) -> ColumnMatch:
-    """Assign roles to header cells by synonym; each column gets at most one role."""
+    """Assign roles to header cells by synonym; each column gets at most one role. A cell no synonym names takes
+    the role a word of it names (date, amount, currency), ranked after the exact matches."""
     ranked: dict[str, list[tuple[int, int]]] = {}
     header_currency = None
     for idx, cell in enumerate(header):
         norm = normalise_header(cell)
         hit = _INDEX.get(norm)
+        if hit is None and (m := _UNIT_IN_PARENS.match(cell.strip())):
+            base = _INDEX.get(normalise_header(m.group(1)))
+            if base and base[0] in ("amount", "debit", "credit"):
+                hit = base
+                header_currency = header_currency or normalise_currency(m.group(2))
         if hit is None:
-            m = _PAREN_CURRENCY.match(norm)
-            if m:
-                base = _INDEX.get(m.group(1).strip())
-                if base and base[0] in ("amount", "debit", "credit"):
-                    hit = base
-                    header_currency = header_currency or m.group(2).upper()
+            words = set(re.sub(r"[()\[\]]", " ", norm).split())
+            hit = next(((role, _WORD_RANK) for role in ("date", "amount", "currency") if words & _ROLE_WORDS[role]),
+                       None)
         if hit is None:
             continue
         role, rank = hit

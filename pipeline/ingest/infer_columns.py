@@ -119,6 +119,30 @@ def balance_continuity(amounts: list[str], balances: list[str], newest_first: bo
     return best
 
 
+# Marks of a column that says which way an unsigned amount moves, as banks write them: debit first, credit second
+# (English D/C, DR/CR; Lithuanian and Latvian D/K; German Soll/Haben S/H; Dutch Af/Bij; signs).
+DIRECTION_MARKS: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(
+    (frozenset(d), frozenset(c)) for d, c in (
+        (("D", "DR", "DEBIT"), ("C", "CR", "CREDIT")), (("D",), ("K",)), (("S", "SOLL"), ("H", "HABEN")),
+        (("AF",), ("BIJ",)), (("-",), ("+",))))
+
+
+def direction_marks(values: list[str]) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The (debit, credit) marks a column's cells are written in, or None when they are not such marks."""
+    filled = {v.strip().upper() for v in values if v.strip()}
+    if not filled:
+        return None
+    return next(((d, c) for d, c in DIRECTION_MARKS if filled <= d | c and filled & d), None)
+
+
+def direction_column(cols: list[list[str]], taken: set[int]) -> int | None:
+    """The first free column, filled in most rows, whose cells are debit/credit marks."""
+    for i, values in enumerate(cols):
+        if i not in taken and sum(1 for v in values if v) >= 0.9 * len(values) and direction_marks(values):
+            return i
+    return None
+
+
 def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width: int) -> ColumnMatch:
     """`match` with the roles its header names left open filled in from the cells (see the module docstring).
     Roles the header gives are kept as they are."""
@@ -172,6 +196,10 @@ def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width:
             roles["amount"] = [chosen]
             taken.add(chosen)
             notes.append(f"amount: column {chosen + 1} (its cells are amounts)")
+    if "direction" not in roles and (flag := direction_column(cols, taken)) is not None:
+        roles["direction"] = [flag]
+        taken.add(flag)
+        notes.append(f"direction: column {flag + 1} (debit/credit marks)")
     if "description" not in roles and "counterparty" not in roles:  # the header named no text column
         text_cols = []
         for i, values in enumerate(cols):

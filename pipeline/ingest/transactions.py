@@ -24,7 +24,7 @@ from pipeline.identity import stable_id
 from pipeline.ingest import formats
 from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
 from pipeline.ingest.formats.statement import Statement, canonical_rows
-from pipeline.ingest.infer_columns import complete_roles
+from pipeline.ingest.infer_columns import complete_roles, direction_marks
 from pipeline.ingest.layout_question import LayoutQuestion, layout_question
 from pipeline.ingest.profiles import BankProfile, profile_for
 from pipeline.ingest.tabular import NotATable, RawTable, looks_delimited, parse_delimited
@@ -414,6 +414,11 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
                    "columns": {r: [table.header[i] for i in v] for r, v in m.roles.items()},
                    "notes": [*table.notes, *m.notes]}
     money_cols = [i for i in (amount_idx, debit_idx, credit_idx) if i is not None]
+    # an unsigned amount column beside debit/credit marks ('14.34', 'D') takes its sign from the mark
+    dir_idx = m.first("direction") if amount_idx is not None else None
+    marks = direction_marks(_text_column(table, dir_idx)) if dir_idx is not None else None
+    if marks and any(str(v).lstrip().startswith("-") for v in _text_column(table, amount_idx)):
+        marks = None  # the amounts carry their own sign
     for line, rec in table.rows:
         if out.rows and _continuation(rec, [i for i, _ in date_cols] + money_cols, desc_cols):
             # a wrapped description (",,UBER EATS ..." under its transaction) belongs to the row above
@@ -438,6 +443,11 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
                 cell_cur = cell_cur or cur_d or cur_c
             if amount is None:
                 raise ValueError("empty amount")
+            if marks is not None:
+                mark = str(_cell(rec, dir_idx) or "").strip().upper()
+                if mark not in marks[0] | marks[1]:
+                    raise ValueError(f"no debit/credit mark for an unsigned amount ({mark!r})")
+                amount = -abs(amount) if mark in marks[0] else abs(amount)
             currency = normalise_currency(_cell(rec, cur_idx)) if cur_idx is not None else None
             account = _cell(rec, account_idx)
             currency = currency or cell_cur or file_currency
