@@ -288,3 +288,11 @@ def test_a_role_word_inside_a_longer_header_and_a_currency_sign_in_parentheses()
     assert not tf.errors, tf.errors
     assert [(r["amount"], r["currency"], r["timestamp"].day) for r in tf.rows] == [
         (Decimal("-86000"), "USD", 7), (Decimal("12.50"), "USD", 9)]
+
+
+def test_a_role_word_in_a_header_is_dropped_when_the_cells_do_not_fit_it() -> None:
+    text = ('"Umsatz getätigt von";"Belegdatum";"Buchungsbetrag";"Buchungswährung";"Beschreibung"\n'
+            '"51_5 4400 7700 9222443";"20.02.18";"-5,00";"EUR";"STARBUCKS"\n')
+    tf = _read(text, "umsatz.csv")
+    assert not tf.errors, tf.errors
+    assert [(r["amount"], r["currency"]) for r in tf.rows] == [(Decimal("-5.00"), "EUR")]

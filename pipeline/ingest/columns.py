@@ -87,6 +87,7 @@ class ColumnMatch:
     header_currency: str | None = None
     notes: list[str] = field(default_factory=list)  # how roles the header did not name were decided
     undecided: dict[str, list[int]] = field(default_factory=dict)  # role -> columns that could each hold it
+    by_word: frozenset[int] = frozenset()  # columns whose role a word of their name gave: kept only if cells fit
 
     def first(self, role: str) -> int | None:
         cols = self.roles.get(role)
@@ -114,6 +115,7 @@ def match_columns(header: list[str]) -> ColumnMatch:
     the role a word of it names (date, amount, currency), ranked after the exact matches."""
     ranked: dict[str, list[tuple[int, int]]] = {}
     header_currency = None
+    by_word: set[int] = set()
     for idx, cell in enumerate(header):
         norm = normalise_header(cell)
         hit = _INDEX.get(norm)
@@ -126,9 +128,11 @@ def match_columns(header: list[str]) -> ColumnMatch:
             words = set(re.sub(r"[()\[\]]", " ", norm).split())
             hit = next(((role, _WORD_RANK) for role in ("date", "amount", "currency") if words & _ROLE_WORDS[role]),
                        None)
+            if hit is not None:
+                by_word.add(idx)
         if hit is None:
             continue
         role, rank = hit
         ranked.setdefault(role, []).append((rank, idx))
     roles = {role: [i for _, i in sorted(v)] for role, v in ranked.items()}
-    return ColumnMatch(roles=roles, header_currency=header_currency)
+    return ColumnMatch(roles=roles, header_currency=header_currency, by_word=frozenset(by_word))

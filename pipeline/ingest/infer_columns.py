@@ -143,11 +143,26 @@ def direction_column(cols: list[list[str]], taken: set[int]) -> int | None:
     return None
 
 
+def _fits(role: str, values: list[str]) -> bool:
+    """Whether a column's cells hold what `role` needs (dates, amounts, currency names)."""
+    filled = [v for v in values if v]
+    if not filled:
+        return False
+    if role == "date":
+        return choose_date_format(filled, min_share=0.6) is not None
+    if role == "currency":
+        return sum(1 for v in filled if is_currency_value(v)) >= 0.8 * len(filled)
+    return sum(1 for v in filled if _AMOUNTISH.match(v)) >= 0.9 * len(filled)
+
+
 def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width: int) -> ColumnMatch:
     """`match` with the roles its header names left open filled in from the cells (see the module docstring).
-    Roles the header gives are kept as they are."""
+    Roles the header's names give are kept as they are; a role only a word of a name gave ('Umsatz getätigt
+    von' is no amount) is kept only where the cells fit it."""
     cols = _columns(rows, width)
-    roles = {r: list(v) for r, v in match.roles.items() if v}
+    roles = {r: [i for i in v if i not in match.by_word or (i < width and _fits(r, cols[i]))]
+             for r, v in match.roles.items()}
+    roles = {r: v for r, v in roles.items() if v}
     taken = {i for v in roles.values() for i in v}
     notes: list[str] = []
     undecided: dict[str, list[int]] = {}
@@ -213,7 +228,7 @@ def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width:
             if role not in roles and text_cols:
                 roles[role] = [text_cols.pop(0)[1]]
     return ColumnMatch(roles=roles, header_currency=match.header_currency, notes=[*match.notes, *notes],
-                       undecided=undecided)
+                       undecided=undecided, by_word=match.by_word)
 
 
 def infer_roles(rows: list[tuple[int, list[Any]]], width: int) -> ColumnMatch:
