@@ -138,3 +138,24 @@ def test_a_refused_mapping_is_named_in_the_files_error_row(tmp_path: Path, fake_
     assert len(errors) == 1 and "the model's column mapping was not used" in errors[0]["message"]
     assert not [r for r in read_dataset(cfg.output_dir, "transactions").to_pylist()
                 if r["source_file"] == "umsaetze.csv"]
+
+
+FINECO_HTML = """<html><body><table>
+<tr><th>Data</th><th>Entrate</th><th>Uscite</th><th>Descrizione</th></tr>
+<tr><td>05/03/2024</td><td></td><td>45,90</td><td>Supermercato</td></tr>
+<tr><td>07/03/2024</td><td>1.800,00</td><td></td><td>Stipendio</td></tr>
+<tr><td>09/03/2024</td><td></td><td>12,00</td><td>Bar</td></tr>
+</table></body></html>"""
+
+
+def test_a_spreadsheet_table_gets_the_same_question_and_profile() -> None:
+    tf = _read(FINECO_HTML, "movimenti.xls", default_currency="EUR")
+    q = tf.question
+    assert q is not None and q.delimiter is None
+    assert set(q.choices()["money"]) == {"out: Entrate / in: Uscite", "out: Uscite / in: Entrate"}  # names read
+    profile = ask_layouts(FakeLLM(layout_answer={"money": "out: Uscite / in: Entrate"}),
+                          {"movimenti.xls": q})["movimenti.xls"]
+    assert not isinstance(profile, str), profile
+    read = _read(FINECO_HTML, "movimenti.xls", default_currency="EUR", profiles=(profile,))
+    assert not read.errors, read.errors
+    assert [r["amount"] for r in read.rows] == [Decimal("-45.90"), Decimal("1800.00"), Decimal("-12.00")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pipeline.ingest.infer_columns import balance_continuity, is_currency_value, looks_like_header, net_of
 from pipeline.ingest.profiles import BankProfile
@@ -36,8 +37,8 @@ class LayoutQuestion:
     rows: tuple[tuple[str, ...], ...]  # the first CHECKED_ROWS data rows, cells as text
     header: bool
     skip_lines: int  # physical lines before the header (or the first record)
-    delimiter: str
-    encoding: str
+    delimiter: str | None  # None: a spreadsheet's or an HTML page's table
+    encoding: str | None
     # field -> the answers the values allow: column labels ('date', 'currency', text roles), money readings
     # ('amount: Net', 'out: Debit / in: Credit'), date orders, decimal marks; one option is no question
     options: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -188,6 +189,20 @@ def layout_question(data: bytes, source_file: str, reason: str) -> LayoutQuestio
                        rows=tuple(tuple(r) for r in rows), header=header, skip_lines=header_line,
                        delimiter=delimiter, encoding=enc)
     options = _options(q.labels(), rows, header)
+    if not options["date"] or not options["money"]:
+        return None
+    return replace(q, options=tuple(options.items()))
+
+
+def grid_question(table: Any, source_file: str, reason: str) -> LayoutQuestion | None:
+    """The question for a spreadsheet's (or HTML page's) table, from its header and typed cells."""
+    rows = [["" if c is None else str(c).strip() for c in rec] for _, rec in table.rows[:CHECKED_ROWS]]
+    names = [str(h).strip() for h in table.header]
+    if not rows or len(names) < 2:
+        return None
+    q = LayoutQuestion(source_file=source_file, reason=reason, columns=tuple(names),
+                       rows=tuple(tuple(r) for r in rows), header=True, skip_lines=0, delimiter=None, encoding=None)
+    options = _options(q.labels(), rows, True)
     if not options["date"] or not options["money"]:
         return None
     return replace(q, options=tuple(options.items()))

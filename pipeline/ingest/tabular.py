@@ -268,7 +268,7 @@ def _decode_best(data: bytes) -> tuple[str, str, _Candidate | None]:
     return enc, text, cand
 
 
-def _profile_columns(profile: Any, header: list[str], match: ColumnMatch) -> ColumnMatch:
+def profile_columns(profile: Any, header: list[str], match: ColumnMatch) -> ColumnMatch:
     """The profile's column roles over the detected ones; a column it names keeps only the role it gives."""
 
     names = [normalise_header(h) for h in header]
@@ -320,7 +320,7 @@ def _parse_with_profile(data: bytes, profile: Any) -> RawTable:
         header = [f"column_{i + 1}" for i in range(width)]
 
         match = infer_roles(rows, width)
-    return RawTable(header=header, rows=rows, match=_profile_columns(profile, header, match), encoding=enc,
+    return RawTable(header=header, rows=rows, match=profile_columns(profile, header, match), encoding=enc,
                     delimiter=delimiter, headerless=not profile.header, preamble=lines[:start], bad_records=bad,
                     notes=[f"bank profile {profile.name!r}"], profile=profile)
 

@@ -25,9 +25,9 @@ from pipeline.ingest import formats
 from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
 from pipeline.ingest.formats.statement import Statement, canonical_rows
 from pipeline.ingest.infer_columns import complete_roles, direction_marks
-from pipeline.ingest.layout_question import LayoutQuestion, layout_question
+from pipeline.ingest.layout_question import LayoutQuestion, grid_question, layout_question
 from pipeline.ingest.profiles import BankProfile, profile_for
-from pipeline.ingest.tabular import NotATable, RawTable, looks_delimited, parse_delimited
+from pipeline.ingest.tabular import NotATable, RawTable, looks_delimited, parse_delimited, profile_columns
 from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.values import (
     choose_date_format,
@@ -496,11 +496,27 @@ def _statement_file(statement: Statement, source_file: str, sha: str, default_cu
     return out
 
 
-def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_currency: str | None) -> TransactionFile:
-    """Several tables of one file (a workbook's sheets), each mapped on its own, as one result."""
+class UnsettledTable(NotATable):
+    """A spreadsheet table detection could not map, carried for the model's question."""
+
+    def __init__(self, message: str, table: RawTable) -> None:
+        super().__init__(message)
+        self.table = table
+
+
+def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_currency: str | None,
+                 profile: BankProfile | None = None) -> TransactionFile:
+    """Several tables of one file (a workbook's sheets, a page's HTML tables), each mapped on its own (with the
+    columns a bank profile names, where one matches the file), as one result."""
     out = TransactionFile()
     for table in tables:
-        part = map_table(table, source_file, sha, default_currency)
+        if profile is not None:
+            table.match, table.profile = profile_columns(profile, table.header, table.match), profile
+            table.notes.append(f"bank profile {profile.name!r}")
+        try:
+            part = map_table(table, source_file, sha, default_currency)
+        except NotATable as exc:
+            raise (exc if profile is not None else UnsettledTable(str(exc), table)) from None
         part.errors += _bad_records(sha, source_file, table.bad_records)
         out.rows += part.rows
         out.errors += part.errors
@@ -525,7 +541,8 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
         if reader is not None:
             parsed = reader.read(data)
             result = (_statement_file(parsed, source_file, sha, default_currency) if isinstance(parsed, Statement)
-                      else _tables_file(parsed, source_file, sha, default_currency))
+                      else _tables_file(parsed, source_file, sha, default_currency,
+                                        profile_for(source_file, profiles)))
             result.errors.sort(key=lambda e: e.source_row or 0)
             return result
         if suffix in PARQUET_SUFFIXES:
@@ -545,7 +562,8 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
                           stage=Stage.INGEST, error_class=cls, message=f"not a transaction log we can read: {exc}",
                           n_rows=0)
         # what detection left open is put to the model (pipeline.infer.layouts); the error stands until then
-        question = (layout_question(data, source_file, str(exc))
+        question = (grid_question(exc.table, source_file, str(exc)) if isinstance(exc, UnsettledTable)
+                    else layout_question(data, source_file, str(exc))
                     if delimited_unprofiled and cls == "UnrecognisedTable" else None)
         return TransactionFile(errors=[err], question=question)
     bad = _bad_records(sha, source_file, table.bad_records)
