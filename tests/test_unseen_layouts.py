@@ -296,3 +296,16 @@ def test_a_role_word_in_a_header_is_dropped_when_the_cells_do_not_fit_it() -> No
     tf = _read(text, "umsatz.csv")
     assert not tf.errors, tf.errors
     assert [(r["amount"], r["currency"]) for r in tf.rows] == [(Decimal("-5.00"), "EUR")]
+
+
+POLISH = ("Data operacji;Opis operacji;Rachunek;Kwota;Waluta\n"
+          "2024-02-01;Zakupy w sklepie Żabka, Łódź;PL61109010140000071219812874;-23,45;PLN\n"
+          "2024-02-03;Wpłata wynagrodzenia – spółka z o.o.;PL61109010140000071219812874;5 400,00;PLN\n")
+
+
+def test_polish_cp1250_export_is_not_read_as_cp1252_mojibake() -> None:
+    tf = _read(POLISH.encode("cp1250"), "historia.csv")
+    assert not tf.errors, tf.errors
+    assert tf.details["encoding"] == "cp1250"
+    assert [r["description"] for r in tf.rows] == ["Zakupy w sklepie Żabka, Łódź", "Wpłata wynagrodzenia – spółka z o.o."]
+    assert _amounts(tf) == [Decimal("-23.45"), Decimal("5400.00")]

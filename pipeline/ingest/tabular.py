@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +111,22 @@ def _mess(sample: bytes, encoding: str) -> float | None:
     return None if best is None else best.chaos
 
 
+_LETTER_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Nd"})
+
+
+def misread_letters(text: str) -> int:
+    """How many non-ASCII signs sit inside words: a Central European letter read in the wrong code page turns
+    into one ('Wpłata' as 'Wp³ata', 'Żabka' as '¯abka' in cp1252), which charset-normalizer's mess ratio alone
+    does not tell on a short export."""
+    count = 0
+    for i, ch in enumerate(text):
+        if ord(ch) > 127 and unicodedata.category(ch) not in _LETTER_CATEGORIES:
+            before = text[i - 1] if i else " "
+            after = text[i + 1] if i + 1 < len(text) else " "
+            count += before.isalpha() or after.isalpha()
+    return count
+
+
 def decode_candidates(data: bytes) -> list[tuple[str, str]]:
     """Possible (encoding, text) decodings, most trustworthy first: a byte-order mark, UTF-16 without one, strict
     UTF-8; else the Windows code pages and charset-normalizer's own guess (Greek cp1253, Shift-JIS, ...) that read
@@ -137,7 +154,8 @@ def decode_candidates(data: bytes) -> list[tuple[str, str]]:
         mess = guess.chaos if guess is not None and enc == guess.encoding else _mess(sample, enc)
         if mess is not None and mess <= _MAX_MESS:
             try:
-                readable.append((mess > 0.05, enc, data.decode(enc)))
+                text = data.decode(enc)
+                readable.append(((mess > 0.05, misread_letters(text[:_SNIFF_BYTES])), enc, text))
             except UnicodeDecodeError:
                 continue
     out = [(enc, text) for _, enc, text in sorted(readable, key=lambda t: t[0])]  # stable: clean ones first

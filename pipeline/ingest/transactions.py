@@ -380,7 +380,8 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
     """Map a parsed table to canonical rows; each data row yields one row or one error."""
     out = TransactionFile()
     m = table.match
-    if m.by_word or m.first("date") is None or m.first("currency") is None or not _amount_columns(m):
+    if (m.by_word or m.first("date") is None or m.first("currency") is None or not _amount_columns(m)
+            or not (m.roles.get("description") or m.roles.get("counterparty"))):
         m = table.match = complete_roles(m, table.rows, len(table.header))
     amount_idx, debit_idx, credit_idx = m.first("amount"), m.first("debit"), m.first("credit")
     if amount_idx is None and debit_idx is None and credit_idx is None:
