@@ -376,9 +376,38 @@ def _holds_date_or_amount(rec: list[Any], date_cols: list[tuple[int, str | None]
     return False
 
 
-def map_table(table: RawTable, source_file: str, sha: str, default_currency: str | None = None) -> TransactionFile:
-    """Map a parsed table to canonical rows; each data row yields one row or one error."""
-    out = TransactionFile()
+@dataclass
+class Layout:
+    """How a table's rows become transactions, decided once from its rows (or, for a stream, from its head) and
+    then applied to every row."""
+
+    source_file: str
+    sha: str
+    width: int
+    date_cols: list[tuple[int, str | None]]
+    amount_idx: int | None
+    debit_idx: int | None
+    credit_idx: int | None
+    cur_idx: int | None
+    account_idx: int | None
+    cp_idx: int | None
+    desc_cols: list[int]
+    dir_idx: int | None
+    marks: tuple[frozenset[str], frozenset[str]] | None
+    decimal_comma: bool
+    fallback_account: str
+    file_currency: str | None
+    default_currency: str | None
+    details: dict[str, Any]
+
+    @property
+    def money_cols(self) -> list[int]:
+        return [i for i in (self.amount_idx, self.debit_idx, self.credit_idx) if i is not None]
+
+
+def table_layout(table: RawTable, source_file: str, sha: str, default_currency: str | None = None) -> Layout:
+    """The layout of a parsed table (its roles completed from the cells where the header leaves them open).
+    Raises NotATable with the reason when no layout fits."""
     m = table.match
     if (m.by_word or m.first("date") is None or m.first("currency") is None or not _amount_columns(m)
             or not (m.roles.get("description") or m.roles.get("counterparty"))):
@@ -404,64 +433,75 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
         raise NotATable("no column of recognisable dates" + (f" among {table.header[:12]}" if table.header else ""))
     decimal_comma = (profile.decimal_comma if profile and profile.decimal_comma is not None
                      else detect_decimal_comma(money_text, default=table.delimiter == ";"))
-    account_idx, cp_idx = m.first("account"), m.first("counterparty")
-    desc_cols = m.roles.get("description", [])
-    fallback_account = pre_account or PurePosixPath(source_file).stem
-    file_currency = (profile.currency if profile else None) or m.header_currency or pre_currency
-    from_iban = 0
-    out.details = {"layout_source": "profile" if profile else "detected",
-                   "encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
-                   "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
-                   "columns": {r: [table.header[i] for i in v] for r, v in m.roles.items()},
-                   "notes": [*table.notes, *m.notes]}
-    money_cols = [i for i in (amount_idx, debit_idx, credit_idx) if i is not None]
     # an unsigned amount column beside debit/credit marks ('14.34', 'D') takes its sign from the mark
     dir_idx = m.first("direction") if amount_idx is not None else None
     marks = direction_marks(_text_column(table, dir_idx)) if dir_idx is not None else None
     if marks and any(str(v).lstrip().startswith("-") for v in _text_column(table, amount_idx)):
         marks = None  # the amounts carry their own sign
-    for line, rec in table.rows:
-        if out.rows and _continuation(rec, [i for i, _ in date_cols] + money_cols, desc_cols):
+    details = {"layout_source": "profile" if profile else "detected",
+               "encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
+               "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
+               "columns": {r: [table.header[i] for i in v] for r, v in m.roles.items()},
+               "notes": [*table.notes, *m.notes]}
+    return Layout(source_file=source_file, sha=sha, width=len(table.header), date_cols=date_cols,
+                  amount_idx=amount_idx, debit_idx=debit_idx, credit_idx=credit_idx, cur_idx=cur_idx,
+                  account_idx=m.first("account"), cp_idx=m.first("counterparty"),
+                  desc_cols=m.roles.get("description", []), dir_idx=dir_idx, marks=marks, decimal_comma=decimal_comma,
+                  fallback_account=pre_account or PurePosixPath(source_file).stem,
+                  file_currency=(profile.currency if profile else None) or m.header_currency or pre_currency,
+                  default_currency=default_currency, details=details)
+
+
+def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: TransactionFile) -> None:
+    """Each row into `out`: one transaction, one row error, or (a wrapped description line) part of the row
+    above."""
+    lo = layout
+    source_file, sha, money_cols = lo.source_file, lo.sha, lo.money_cols
+    key_cols = [i for i, _ in lo.date_cols] + money_cols
+    needed = max(i for i in (lo.date_cols[0][0], lo.amount_idx, lo.debit_idx, lo.credit_idx) if i is not None)
+    from_iban = 0
+    for line, rec in rows:
+        if out.rows and _continuation(rec, key_cols, lo.desc_cols):
             # a wrapped description (",,UBER EATS ..." under its transaction) belongs to the row above
             extra = " ".join(str(c).strip() for c in rec if c is not None and str(c).strip())
             out.rows[-1]["description"] = " | ".join(x for x in (out.rows[-1]["description"], extra) if x)
             out.continuation_lines += 1
             continue
         try:
-            if len(rec) <= max(i for i in (date_cols[0][0], amount_idx, debit_idx, credit_idx) if i is not None):
-                raise ValueError(f"row has {len(rec)} fields, expected at least {len(table.header)}")
-            dated = next(((v, f) for i, f in date_cols if (v := _cell(rec, i)) is not None), None)
+            if len(rec) <= needed:
+                raise ValueError(f"row has {len(rec)} fields, expected at least {lo.width}")
+            dated = next(((v, f) for i, f in lo.date_cols if (v := _cell(rec, i)) is not None), None)
             if dated is None:
                 raise ValueError("empty date")
             ts = _to_timestamp(*dated)
-            amount, cell_cur = _to_decimal(_cell(rec, amount_idx), decimal_comma)
-            if amount is None and (debit_idx is not None or credit_idx is not None):
-                debit, cur_d = _to_decimal(_cell(rec, debit_idx), decimal_comma)
-                credit, cur_c = _to_decimal(_cell(rec, credit_idx), decimal_comma)
+            amount, cell_cur = _to_decimal(_cell(rec, lo.amount_idx), lo.decimal_comma)
+            if amount is None and (lo.debit_idx is not None or lo.credit_idx is not None):
+                debit, cur_d = _to_decimal(_cell(rec, lo.debit_idx), lo.decimal_comma)
+                credit, cur_c = _to_decimal(_cell(rec, lo.credit_idx), lo.decimal_comma)
                 if debit is not None or credit is not None:
                     amount = (abs(credit) if credit is not None else Decimal(0)) - (abs(debit) if debit is not None else Decimal(0))
                     amount = amount.quantize(Decimal("0.0001"))
                 cell_cur = cell_cur or cur_d or cur_c
             if amount is None:
                 raise ValueError("empty amount")
-            if marks is not None:
-                mark = str(_cell(rec, dir_idx) or "").strip().upper()
-                if mark not in marks[0] | marks[1]:
+            if lo.marks is not None:
+                mark = str(_cell(rec, lo.dir_idx) or "").strip().upper()
+                if mark not in lo.marks[0] | lo.marks[1]:
                     raise ValueError(f"no debit/credit mark for an unsigned amount ({mark!r})")
-                amount = -abs(amount) if mark in marks[0] else abs(amount)
-            currency = normalise_currency(_cell(rec, cur_idx)) if cur_idx is not None else None
-            account = _cell(rec, account_idx)
-            currency = currency or cell_cur or file_currency
-            if currency is None and (currency := iban_currency(account if account is not None else fallback_account)):
+                amount = -abs(amount) if mark in lo.marks[0] else abs(amount)
+            currency = normalise_currency(_cell(rec, lo.cur_idx)) if lo.cur_idx is not None else None
+            account = _cell(rec, lo.account_idx)
+            currency = currency or cell_cur or lo.file_currency
+            if currency is None and (currency := iban_currency(account if account is not None else lo.fallback_account)):
                 from_iban += 1
-            currency = currency or default_currency
+            currency = currency or lo.default_currency
             if currency is None:
                 raise ValueError("no currency: no currency column, symbol, file-level hint, IBAN country or "
                                  "--default-currency")
-            descs = [str(v) for i in desc_cols if (v := _cell(rec, i)) is not None]
-            cp = _cell(rec, cp_idx)
+            descs = [str(v) for i in lo.desc_cols if (v := _cell(rec, i)) is not None]
+            cp = _cell(rec, lo.cp_idx)
             out.rows.append({
-                "account": str(account) if account is not None else fallback_account,
+                "account": str(account) if account is not None else lo.fallback_account,
                 "timestamp": ts,
                 "amount": amount,
                 "currency": currency,
@@ -474,14 +514,21 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
             if _TOTAL_LABEL.search(" ".join(str(c) for c in rec if isinstance(c, str))):
                 out.errors.append(_row_error(sha, source_file, line, "SummaryRow",
                                              f"a totals line, not a transaction ({exc})"))
-            elif not _holds_date_or_amount(rec, date_cols, money_cols, decimal_comma):
+            elif not _holds_date_or_amount(rec, lo.date_cols, money_cols, lo.decimal_comma):
                 out.errors.append(_row_error(sha, source_file, line, "NotATransaction",
                                              f"line {line} holds no date and no amount: a note or footer, not a "
                                              f"transaction ({exc})"))
             else:
                 out.errors.append(_row_error(sha, source_file, line, "BadRow", str(exc)))
     if from_iban:
-        out.details["currency_from_iban_country"] = from_iban
+        out.details["currency_from_iban_country"] = out.details.get("currency_from_iban_country", 0) + from_iban
+
+
+def map_table(table: RawTable, source_file: str, sha: str, default_currency: str | None = None) -> TransactionFile:
+    """Map a parsed table to canonical rows; each data row yields one row or one error."""
+    layout = table_layout(table, source_file, sha, default_currency)
+    out = TransactionFile(details=dict(layout.details))
+    map_rows(layout, table.rows, out)
     return out
 
 
