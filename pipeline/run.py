@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,11 @@ from pipeline.infer.in_process import BucketResult, infer
 from pipeline.infer.layouts import ask_layouts
 from pipeline.infer.progress import InferProgress
 from pipeline.ingest import IngestResult, ingest
-from pipeline.ingest.discover import annotate_file_errors, reread_with_profiles
+from pipeline.ingest.discover import (
+    SpooledLog,
+    annotate_file_errors,
+    reread_with_profiles,
+)
 from pipeline.models import load_llm, model_identity
 from pipeline.output.datasets import (
     DATASETS,
@@ -63,6 +67,7 @@ from pipeline.output.manifest import RunRecord, build_manifest
 from pipeline.output.sink import (
     COMMIT,
     Staging,
+    any_published,
     check_output_dir,
     drop_stale,
     output_lock,
@@ -70,6 +75,7 @@ from pipeline.output.sink import (
     published_ids,
     published_parts,
     roll_forward,
+    unpublished,
 )
 from pipeline.plan.bucketing import Bucket, PreparedRequests, prepare_requests
 from pipeline.plan.routing import route_long
@@ -91,7 +97,7 @@ def plan_units(result: IngestResult, identity: RunIdentity, extraction: str = "a
     units = document_units(result.documents, identity, extraction)
     errors: list[ErrorRecord] = []
     try:
-        windows = window_units(result.transactions, result.file_sha(), identity)
+        windows = window_units(result.transactions, result.file_sha(), identity, result.spooled)
         for u in windows:
             reason = out_of_range(u.facts)
             if reason is None:
@@ -103,6 +109,7 @@ def plan_units(result: IngestResult, identity: RunIdentity, extraction: str = "a
                                           n_rows=u.n_rows))
     except Exception as exc:
         counts = Counter(result.transactions.column("source_file").to_pylist())
+        counts.update({s.source_file: s.n_rows for s in result.spooled})
         for f, n in sorted(counts.items()):
             errors.append(ErrorRecord(row_id=stable_id("windows", f, identity.model_id), unit=Unit.WINDOW, source_file=f,
                                       stage=Stage.PREPARE, error_class="WindowAggregationError",
@@ -206,18 +213,30 @@ class _Todo:
     tx_table: pa.Table
     tx_new: pa.Table
     facts_new: pa.Table  # filing facts not published before
+    spooled_new: list[SpooledLog] = field(default_factory=list)  # logs read in batches, not published before
 
 
 def _plan(cfg: RunConfig, result: IngestResult, identity: RunIdentity, output_dir: Path) -> _Todo:
     units, plan_errors = plan_units(result, identity, cfg.extraction)
     tx_table = transaction_rows(result.transactions, result.file_sha(), identity.schema_version)
-    done = set() if cfg.force else published_ids(output_dir, tuple(d for d in DATASETS if d != "errors"))
+    # transactions are checked against the published ones part by part in Arrow: a large log's ids are never a
+    # Python set
+    done = set() if cfg.force else published_ids(output_dir, tuple(d for d in DATASETS
+                                                                   if d not in ("errors", "transactions")))
     facts = filing_fact_rows(result.facts, identity.schema_version)
     todo = [u for u in units if u.row_id not in done]
+    spooled_new = [s for s in result.spooled
+                   if cfg.force or not s.n_rows or not any_published(output_dir, "transactions", [_first_id(s)])]
     return _Todo(units, plan_errors, model=[u for u in todo if u.extracted is None],
                  direct=[u for u in todo if u.extracted is not None],
                  skipped=Counter(u.kind for u in units if u.row_id in done), tx_table=tx_table,
-                 tx_new=_unpublished(tx_table, done), facts_new=_unpublished(facts, done))
+                 tx_new=tx_table if cfg.force else unpublished(output_dir, "transactions", tx_table),
+                 facts_new=_unpublished(facts, done), spooled_new=spooled_new)
+
+
+def _first_id(spooled: SpooledLog) -> str:
+    """The row id of a spooled log's first row: a log's rows are published together, so it stands for all."""
+    return str(pq.ParquetFile(spooled.path).read_row_group(0, columns=["row_id"]).column(0)[0])
 
 
 def _unpublished(table: pa.Table, done: set[str]) -> pa.Table:
@@ -275,9 +294,16 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
         run_key = _run_key(cfg, identity, result, [u.row_id for u in todo.model + todo.direct],
                            max_model_len, capacity)
         record = RunRecord(started, run_key, identity, result, todo.units, todo.skipped, todo.tx_table,
-                           todo.tx_new, recovered, timings)
+                           todo.tx_new, recovered, timings,
+                           spooled_rows=sum(s.n_rows for s in result.spooled),
+                           spooled_new_rows=sum(s.n_rows for s in todo.spooled_new),
+                           spooled_sources=frozenset(s.source_file for s in result.spooled if s.n_rows))
         drop_stale(output_dir, keep=run_key)
         staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
+        for spooled in todo.spooled_new:  # large logs: staged from their spool files, batch by batch
+            part = f"ingest-log-{spooled.sha[:20]}"
+            if not staging.is_done(part):
+                staging.write_spool_part(part, Path(spooled.path), spooled.sha, identity.schema_version)
         if not staging.is_done("ingest"):
             staging.write_part("ingest", {"transactions": todo.tx_new, "filing_facts": todo.facts_new,
                                           "documents": _einvoice_table(todo.direct, run_fields),

@@ -8,8 +8,6 @@ import hashlib
 from decimal import Decimal
 from pathlib import Path
 
-import pytest
-
 from pipeline.config import RunConfig
 from pipeline.infer.layouts import ask_layouts, layout_schema
 from pipeline.ingest.layout_question import answer_profile

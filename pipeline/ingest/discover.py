@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import shutil
+import tempfile
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +32,7 @@ from pipeline.ingest.transactions import (
     TRANSACTION_SUFFIXES,
     content_suffix,
     file_unit_id,
+    is_streamable,
     rows_to_table,
 )
 from pipeline.ingest.worker import (
@@ -53,6 +57,24 @@ FILE_ARROW_SCHEMA = pa.schema(
         pa.field("details", pa.string(), nullable=True),  # JSON: how a log was read
     ]
 )
+@dataclass(frozen=True)
+class SpooledLog:
+    """A large log read in batches: its rows (`stream_log.SPOOL_SCHEMA`) are in a Parquet file, not in memory."""
+
+    source_file: str
+    sha: str
+    path: str
+    n_rows: int
+
+
+class SpoolDir:
+    """A temporary folder for the spool files of one ingest, removed when no result refers to it any more."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="pipeline-spool-"))
+        weakref.finalize(self, shutil.rmtree, self.path, True)
+
+
 @dataclass
 class IngestResult:
     """Arrow tables produced by ingestion; `files` lists every input file exactly once."""
@@ -67,6 +89,9 @@ class IngestResult:
     # delimited logs whose column roles detection could not settle, by source_file (their error rows stand
     # unless the model's reading of them passes the values' check: `pipeline.infer.layouts`)
     layout_questions: dict[str, LayoutQuestion] = field(default_factory=dict)
+    # logs larger than IngestLimits.stream_log_bytes, read in batches: their rows are not in `transactions`
+    spooled: list[SpooledLog] = field(default_factory=list)
+    spool_dir: SpoolDir | None = None
 
     def file_sha(self) -> dict[str, str]:
         return dict(zip(self.files.column("source_file").to_pylist(), self.files.column("sha256").to_pylist()))
@@ -168,6 +193,7 @@ class _Reader:
     worker: FileWorker
     default_currency: str | None
     profiles: tuple[BankProfile, ...]
+    spool_dir: SpoolDir
 
 
 @dataclass
@@ -181,6 +207,7 @@ class _Collected:
     errors: list[ErrorRecord] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
     questions: dict[str, LayoutQuestion] = field(default_factory=dict)
+    spooled: list[SpooledLog] = field(default_factory=list)
 
 
 def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
@@ -220,11 +247,17 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
                    "expected PDF, HTML, Markdown, an EDGAR submission, CSV/TSV/TXT/DAT, JSONL/JSON, Parquet, "
                    "OFX/QFX, QIF, MT940, CAMT XML or XLS/XLSX/ODS", Stage.DISCOVER)
         return
-    if size > limits.max_file_bytes:
+    streamed = kind == "transactions" and size > limits.stream_log_bytes and is_streamable(rel, head)
+    if streamed and size > limits.max_log_bytes:
+        file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_log_bytes:,} for a log read in "
+                   "batches (max_log_bytes)")
+        return
+    if not streamed and size > limits.max_file_bytes:
         file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_file_bytes:,} (max_file_bytes; "
                    "raise it with --max-file-mb, or split the file)")
         return
-    parsed = worker.parse(FileTask(kind, str(path), rel, sha, reader.default_currency, reader.profiles), size)
+    parsed = worker.parse(FileTask(kind, str(path), rel, sha, reader.default_currency, reader.profiles,
+                                   spool_dir=str(reader.spool_dir.path) if streamed else None), size)
     if isinstance(parsed, FileFailure):
         file_error(parsed.error_class, parsed.message)
     elif isinstance(parsed, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
@@ -243,11 +276,14 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     else:
         if parsed.question is not None:
             out.questions[rel] = parsed.question
+        if parsed.spool is not None:
+            out.spooled.append(SpooledLog(rel, sha, parsed.spool, parsed.spool_rows))
         tx_tables.append(parsed.rows)
         errors.extend(parsed.errors)
-        entry["n_rows"], entry["n_errors"] = parsed.rows.num_rows, len(parsed.errors)
+        n_rows = parsed.spool_rows if parsed.spool is not None else parsed.rows.num_rows
+        entry["n_rows"], entry["n_errors"] = n_rows, len(parsed.errors)
         entry["n_records"] = parsed.n_records
-        entry["status"] = "ok" if not parsed.errors else ("partial" if parsed.rows.num_rows else "error")
+        entry["status"] = "ok" if not parsed.errors else ("partial" if n_rows else "error")
         entry["details"] = json.dumps(parsed.details, ensure_ascii=False, default=str) if parsed.details else None
 
 
@@ -313,7 +349,8 @@ def ingest(
                                               "include it, or pass --exclude to leave it out without an error row)",
                                       n_rows=0))
     own = worker is None
-    reader = _Reader(limits, worker or FileWorker(limits), default_currency, profiles)
+    spool_dir = SpoolDir()
+    reader = _Reader(limits, worker or FileWorker(limits), default_currency, profiles, spool_dir)
     try:
         for path in iterator:
             _ingest_one(path, printable_name(path.relative_to(base).as_posix()), reader, out)
@@ -329,6 +366,8 @@ def ingest(
         files=pa.Table.from_pylist(out.files, schema=FILE_ARROW_SCHEMA),
         excluded=n_excluded,
         layout_questions=out.questions,
+        spooled=out.spooled,
+        spool_dir=spool_dir,
     )
 
 
@@ -341,9 +380,10 @@ def reread_with_profiles(result: IngestResult, chosen: dict[str, BankProfile], *
         return result
     root, limits = Path(result.input_dir), limits or IngestLimits()
     out = _Collected()
+    spool_dir = result.spool_dir or SpoolDir()
     with FileWorker(limits) as worker:
         for rel, profile in chosen.items():
-            _ingest_one(root / rel, rel, _Reader(limits, worker, default_currency, (profile,)), out)
+            _ingest_one(root / rel, rel, _Reader(limits, worker, default_currency, (profile,), spool_dir), out)
     new_entries = {}
     for entry in out.files:
         details = json.loads(entry["details"]) if entry["details"] else {}
@@ -358,6 +398,7 @@ def reread_with_profiles(result: IngestResult, chosen: dict[str, BankProfile], *
         errors=pa.concat_tables([old_errors, errors_to_table(out.errors)]),
         transactions=pa.concat_tables([result.transactions, *out.tx_tables]),
         layout_questions={k: v for k, v in result.layout_questions.items() if k not in chosen},
+        spooled=[*result.spooled, *out.spooled], spool_dir=spool_dir,
     )
 
 

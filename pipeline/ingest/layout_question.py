@@ -13,10 +13,24 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.ingest.infer_columns import balance_continuity, is_currency_value, looks_like_header, net_of
+from pipeline.ingest.infer_columns import (
+    balance_continuity,
+    is_currency_value,
+    looks_like_header,
+    net_of,
+)
 from pipeline.ingest.profiles import BankProfile
-from pipeline.ingest.tabular import _best_layout, _decode_best, _headerless_layout, _records
-from pipeline.ingest.values import choose_date_format, parse_amount, parse_date, value_decimal_comma
+from pipeline.ingest.tabular import (
+    _decode_best,
+    _headerless_layout,
+    _records,
+)
+from pipeline.ingest.values import (
+    choose_date_format,
+    parse_amount,
+    parse_date,
+    value_decimal_comma,
+)
 
 SHOWN_ROWS = 6  # rows the model reads
 CHECKED_ROWS = 200  # rows the candidates are drawn from and the answer is checked against

@@ -15,6 +15,10 @@ class IngestLimits(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_file_bytes: int = Field(default=512 * MIB, ge=1, description="larger files are not read (FileTooLarge)")
+    stream_log_bytes: int = Field(default=16 * MIB, ge=1, description="delimited logs larger than this are read "
+                                  "in batches into a spool file (pipeline.ingest.stream_log)")
+    max_log_bytes: int = Field(default=64 * 1024 * MIB, ge=1, description="the size limit of a log read in batches "
+                               "(instead of max_file_bytes: its memory does not grow with it)")
     max_pages: int = Field(default=5000, ge=1, description="PDFs with more pages are not extracted (TooManyPages)")
     max_text_chars: int = Field(default=20_000_000, ge=1,
                                 description="a PDF whose text layer is longer fails with TextTooLong")

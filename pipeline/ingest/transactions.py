@@ -25,9 +25,19 @@ from pipeline.ingest import formats
 from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
 from pipeline.ingest.formats.statement import Statement, canonical_rows
 from pipeline.ingest.infer_columns import complete_roles, direction_marks
-from pipeline.ingest.layout_question import LayoutQuestion, grid_question, layout_question
+from pipeline.ingest.layout_question import (
+    LayoutQuestion,
+    grid_question,
+    layout_question,
+)
 from pipeline.ingest.profiles import BankProfile, profile_for
-from pipeline.ingest.tabular import NotATable, RawTable, looks_delimited, parse_delimited, profile_columns
+from pipeline.ingest.tabular import (
+    NotATable,
+    RawTable,
+    looks_delimited,
+    parse_delimited,
+    profile_columns,
+)
 from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.values import (
     choose_date_format,
@@ -532,14 +542,14 @@ def map_table(table: RawTable, source_file: str, sha: str, default_currency: str
     return out
 
 
-def _bad_records(sha: str, source_file: str, bad: list[tuple[int, str]]) -> list[ErrorRecord]:
+def bad_record_errors(sha: str, source_file: str, bad: list[tuple[int, str]]) -> list[ErrorRecord]:
     return [_row_error(sha, source_file, line, "BadRecord", reason) for line, reason in bad]
 
 
 def _statement_file(statement: Statement, source_file: str, sha: str, default_currency: str | None) -> TransactionFile:
     rows, bad = canonical_rows(statement, source_file, default_currency, PurePosixPath(source_file).stem)
     out = TransactionFile(rows=rows, n_records=statement.n_records)
-    out.errors = _bad_records(sha, source_file, bad)
+    out.errors = bad_record_errors(sha, source_file, bad)
     out.details = {"format": statement.format, "source_row": statement.row_unit, "notes": statement.notes}
     return out
 
@@ -565,12 +575,35 @@ def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_cur
             part = map_table(table, source_file, sha, default_currency)
         except NotATable as exc:
             raise (exc if profile is not None else UnsettledTable(str(exc), table)) from None
-        part.errors += _bad_records(sha, source_file, table.bad_records)
+        part.errors += bad_record_errors(sha, source_file, table.bad_records)
         out.rows += part.rows
         out.errors += part.errors
         out.n_records += len(table.rows) + len(table.bad_records) - part.continuation_lines
         out.details.setdefault("sheets", []).append(part.details)
     return out
+
+
+def unreadable_log(exc: NotATable, data: bytes, source_file: str, sha: str, ask: bool) -> TransactionFile:
+    """The file-level error of a log no layout fits, with the layout question for the model where detection
+    left one open (`ask`: a delimited log no bank profile names; the error stands unless the answer holds)."""
+    cls = "EmptyTable" if str(exc) == "no data rows" else "UnrecognisedTable"
+    err = ErrorRecord(row_id=file_unit_id(sha, source_file), unit=Unit.FILE, source_file=source_file,
+                      stage=Stage.INGEST, error_class=cls, message=f"not a transaction log we can read: {exc}",
+                      n_rows=0)
+    question = (grid_question(exc.table, source_file, str(exc)) if isinstance(exc, UnsettledTable)
+                else layout_question(data, source_file, str(exc)) if ask and cls == "UnrecognisedTable" else None)
+    return TransactionFile(errors=[err], question=question)
+
+
+def is_streamable(source_file: str, head: bytes) -> bool:
+    """Whether a log is a delimited text export (not a bank format, Parquet or JSON): the kind read in batches
+    when it is large (`pipeline.ingest.stream_log`)."""
+    suffix = PurePosixPath(source_file).suffix.lower()
+    if formats.reader_for(suffix, head[:4096]) is not None or head.startswith(_PARQUET_MAGIC):
+        return False
+    if suffix in DELIMITED_SUFFIXES:
+        return True
+    return suffix not in TRANSACTION_SUFFIXES and content_suffix(head[:_HEAD_BYTES]) == ".csv"
 
 
 def read_transactions(data: bytes, source_file: str, sha: str, default_currency: str | None = None,
@@ -605,16 +638,8 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
             raise NotATable("no data rows")
         result = map_table(table, source_file, sha, default_currency)
     except NotATable as exc:
-        cls = "EmptyTable" if str(exc) == "no data rows" else "UnrecognisedTable"
-        err = ErrorRecord(row_id=file_unit_id(sha, source_file), unit=Unit.FILE, source_file=source_file,
-                          stage=Stage.INGEST, error_class=cls, message=f"not a transaction log we can read: {exc}",
-                          n_rows=0)
-        # what detection left open is put to the model (pipeline.infer.layouts); the error stands until then
-        question = (grid_question(exc.table, source_file, str(exc)) if isinstance(exc, UnsettledTable)
-                    else layout_question(data, source_file, str(exc))
-                    if delimited_unprofiled and cls == "UnrecognisedTable" else None)
-        return TransactionFile(errors=[err], question=question)
-    bad = _bad_records(sha, source_file, table.bad_records)
+        return unreadable_log(exc, data, source_file, sha, ask=delimited_unprofiled)
+    bad = bad_record_errors(sha, source_file, table.bad_records)
     result.errors = sorted(pre_errors + bad + result.errors, key=lambda e: e.source_row or 0)
     result.n_records = len(table.rows) + len(table.bad_records) + len(pre_errors) - result.continuation_lines
     if result.continuation_lines:

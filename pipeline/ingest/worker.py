@@ -42,6 +42,7 @@ class FileTask:
     default_currency: str | None = None
     profiles: tuple[Any, ...] = ()  # BankProfile: the layouts a delimited log may match
     pages: tuple[int, ...] = ()  # kind "ocr": the 1-based pages to read
+    spool_dir: str | None = None  # kind "transactions": read in batches, the rows written to a spool file here
 
 
 @dataclass
@@ -61,6 +62,8 @@ class ParsedLog:
     details: dict[str, Any] = field(default_factory=dict)
     n_records: int = 0  # records the reader saw (each must end as a row or a row error)
     question: Any = None  # LayoutQuestion: a layout left for the model to read
+    spool: str | None = None  # a log read in batches: its rows are in this Parquet file, not in `rows`
+    spool_rows: int = 0
 
 
 @dataclass
@@ -73,6 +76,8 @@ class FileFailure:
 
 def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | ParsedLog | FileFailure:
     """Read and parse one file (in whichever process calls it)."""
+    if task.kind == "transactions" and task.spool_dir is not None:
+        return _stream_log(task, Path(task.spool_dir))
     data = Path(task.path).read_bytes()
     if task.kind == "pdf":
         # lazy: a worker process loads only the reader its task needs
@@ -101,6 +106,28 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | 
 
     tf = read_transactions(data, task.source_file, task.sha, task.default_currency, task.profiles)
     return ParsedLog(rows_to_table(tf.rows), tf.errors, tf.details, tf.n_records, tf.question)
+
+
+def _stream_log(task: FileTask, spool_dir: Path) -> ParsedLog:
+    """A large delimited log read in batches: its rows in `spool_dir/<sha>.parquet`, or its file error (with the
+    layout question its head raises, for the model)."""
+    # lazy: a worker process loads only the reader its task needs
+    from pipeline.ingest.profiles import profile_for
+    from pipeline.ingest.stream_log import HEAD_BYTES, stream_transactions
+    from pipeline.ingest.tabular import NotATable
+    from pipeline.ingest.transactions import rows_to_table, unreadable_log
+
+    spool = spool_dir / f"{task.sha}.parquet"
+    try:
+        tf, n = stream_transactions(task.path, task.source_file, task.sha, spool, task.default_currency,
+                                    task.profiles)
+    except NotATable as exc:
+        with open(task.path, "rb") as f:
+            head = f.read(HEAD_BYTES)
+        tf = unreadable_log(exc, head, task.source_file, task.sha,
+                            ask=profile_for(task.source_file, task.profiles) is None)
+        return ParsedLog(rows_to_table([]), tf.errors, tf.details, tf.n_records, tf.question)
+    return ParsedLog(rows_to_table([]), tf.errors, tf.details, tf.n_records, None, spool=str(spool), spool_rows=n)
 
 
 def _parse_safely(task: FileTask, limits: IngestLimits, parser: Callable[..., Any] = parse_file

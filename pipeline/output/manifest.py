@@ -110,6 +110,9 @@ class RunRecord:
     tx_new: pa.Table  # those not published before
     recovered: list[str]  # runs whose publish this run rolled forward
     timings: dict[str, float] = field(default_factory=dict)
+    spooled_rows: int = 0  # transaction rows of logs read in batches (in spool files, not in tx_table)
+    spooled_new_rows: int = 0  # those not published before
+    spooled_sources: frozenset[str] = frozenset()
     tokens: Counter[str] = field(default_factory=Counter)
     resumed_buckets: int = 0
 
@@ -132,11 +135,13 @@ def reconcile(record: RunRecord, errs: list[dict[str, Any]], out_counts: dict[st
     rows_read = sum(f["n_records"] for f in files)  # what the readers saw, counted before any mapping or staging
     pdf_files = sum(1 for f in files if f["kind"] in DOCUMENT_KINDS and f["status"] != "duplicate")
     ok_sources = (set(record.tx_table.column("source_file").to_pylist())
-                  | set(record.ingested.documents.column("source_file").to_pylist()))
+                  | set(record.ingested.documents.column("source_file").to_pylist()) | record.spooled_sources)
     err_sources = {e["source_file"] for e in errs}
     accounted = sum(1 for f in files if f["source_file"] in ok_sources or f["source_file"] in err_sources)
     docs_ingested = record.ingested.documents.num_rows
-    skipped, tx_all, tx_new = record.skipped, record.tx_table.num_rows, record.tx_new.num_rows
+    skipped = record.skipped
+    tx_all = record.tx_table.num_rows + record.spooled_rows
+    tx_new = record.tx_new.num_rows + record.spooled_new_rows
     return Reconciliation(
         files=len(files), files_accounted=accounted, pdf_files=pdf_files, documents_ingested=docs_ingested,
         document_file_errors=doc_file_errors, documents_output=out_counts["documents"], documents_errors=doc_errors,

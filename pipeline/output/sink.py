@@ -31,6 +31,7 @@ import ctypes
 import errno
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -40,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.identity import stable_id
 from pipeline.output.datasets import DATASETS, dataset_schema
 
 STAGING = "_staging"
@@ -149,6 +150,25 @@ def published_parts(output_dir: Path, dataset: str) -> list[Path]:
     return sorted(p for p in root.glob("run_date=*/*.parquet") if not p.name.startswith((".", "_")))
 
 
+def any_published(output_dir: Path, dataset: str, row_ids: list[str]) -> bool:
+    """Whether any of these row_ids is published in the dataset (read column by column, part by part: the
+    dataset's ids are never held in memory)."""
+    wanted = pa.array(row_ids, pa.string())
+    return any(pc.any(pc.is_in(pq.read_table(part, columns=["row_id"]).column("row_id"), value_set=wanted)).as_py()
+               for part in published_parts(output_dir, dataset))
+
+
+def unpublished(output_dir: Path, dataset: str, table: pa.Table) -> pa.Table:
+    """The rows of `table` whose row_id is not published in the dataset, checked part by part in Arrow."""
+    keep = pa.array([True] * table.num_rows, pa.bool_())
+    for part in published_parts(output_dir, dataset):
+        if not table.num_rows:
+            break
+        ids = pq.read_table(part, columns=["row_id"]).column("row_id")
+        keep = pc.and_(keep, pc.invert(pc.is_in(table.column("row_id"), value_set=ids)))
+    return table.filter(keep)
+
+
 def published_ids(output_dir: Path, datasets: tuple[str, ...]) -> set[str]:
     """row_ids already published in these datasets (the already-done check)."""
     ids: set[str] = set()
@@ -197,6 +217,23 @@ class Staging:
             _write_parquet(table, self.root / "parts" / ds / f"{part}.parquet")
         _write_text(self.root / "done" / part, "")
 
+    @_output_io
+    def write_spool_part(self, part: str, spool: Path, file_sha: str, schema_version: str) -> None:
+        """Stage a large log's spool file as a transactions part, batch by batch (its rows never all in memory)."""
+        schema = dataset_schema("transactions")
+        dest = self.root / "parts" / "transactions" / f"{part}.parquet"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        with pq.ParquetWriter(str(tmp), schema) as writer:
+            for batch in pq.ParquetFile(str(spool)).iter_batches(batch_size=65_536):
+                n = batch.num_rows
+                cols = {**{name: batch.column(name) for name in batch.schema.names},
+                        "file_sha256": pa.array([file_sha] * n, pa.string()),
+                        "schema_version": pa.array([schema_version] * n, pa.string())}
+                writer.write_table(pa.Table.from_arrays([cols[f.name] for f in schema], schema=schema))
+        os.replace(tmp, dest)
+        _write_text(self.root / "done" / part, "")
+
     def staged(self) -> dict[str, list[Path]]:
         return {ds: sorted((self.root / "parts" / ds).glob("*.parquet")) for ds in DATASETS}
 
@@ -207,15 +244,16 @@ class Staging:
         (rows of this run replace their older copies wherever they are) or "own_date" (`--force`: only this
         run_date's partition changes)."""
         plan: dict[str, list[list[str]]] = {}
-        ids: list[str] = []
+        ids: list[pa.ChunkedArray] = []
         for ds, parts in self.staged().items():
             for p in parts:
-                row_ids = pq.read_table(p, columns=["row_id"]).column("row_id").to_pylist()
-                ids.extend(row_ids)
+                row_ids = pq.read_table(p, columns=["row_id"]).column("row_id")
+                ids.append(row_ids)
                 name = _part_name(ds, self.run_key, row_ids)
                 dest = self.output_dir / ds / f"run_date={self.run_date}" / name
                 plan.setdefault(ds, []).append([str(p.relative_to(self.root)), str(dest.relative_to(self.output_dir))])
-        _write_parquet(pa.table({"row_id": pa.array(sorted(set(ids)), pa.string())}), self.root / "row_ids.parquet")
+        every = pc.unique(pa.chunked_array([c for chunked in ids for c in chunked.chunks], pa.string()))
+        _write_parquet(pa.table({"row_id": pc.take(every, pc.sort_indices(every))}), self.root / "row_ids.parquet")
         if upsert not in ("all_dates", "own_date"):
             raise ValueError(f"unknown upsert scope: {upsert}")
         commit = {"run_key": self.run_key, "run_date": self.run_date, "upsert": upsert, "plan": plan,
@@ -269,27 +307,39 @@ def _exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(a))
 
 
-def _part_name(ds: str, origin: str, row_ids: list[str]) -> str:
+def _part_name(ds: str, origin: str, row_ids: pa.Array | pa.ChunkedArray) -> str:
     """A part's file name: unique to its rows and where they come from (the run that wrote them, or the part
     they were rewritten from). A name never reappears with other contents, so a reader that listed one
-    version of a partition and opens a file after the swap either finds the same bytes or no file."""
-    return f"part-{stable_id(ds, origin, *sorted(row_ids), length=20)}.parquet"
+    version of a partition and opens a file after the swap either finds the same bytes or no file. The same
+    digest as `stable_id(ds, origin, *sorted(row_ids))`, taken slice by slice: a large log's ids are never a
+    Python list."""
+    h = hashlib.sha256()
+    for p in (ds, origin):
+        h.update(str(p).encode("utf-8") + b"\x1f")
+    ordered = pc.take(row_ids, pc.sort_indices(row_ids))
+    for start in range(0, len(ordered), _ID_SLICE):
+        for rid in ordered.slice(start, _ID_SLICE).to_pylist():
+            h.update(rid.encode("utf-8") + b"\x1f")
+    return f"part-{h.hexdigest()[:20]}.parquet"
 
 
-def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: set[str]) -> bool:
+_ID_SLICE = 100_000
+
+
+def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: pa.Array) -> bool:
     """The partition's next version in `build`: live parts without rows this run replaces, plus the new parts.
     Unchanged parts are hard links, rewritten ones get content-addressed names. False if nothing would change."""
     live_parts = sorted(p for p in live.glob("*.parquet") if not p.name.startswith((".", "_"))) if live.is_dir() else []
     staged: list[tuple[Path, pa.Table | None]] = []
     changed = bool(new_parts)
     for part in live_parts:
-        ids = pq.read_table(part, columns=["row_id"]).column("row_id").to_pylist()
-        if not any(i in new_ids for i in ids):
+        replaced = pc.is_in(pq.read_table(part, columns=["row_id"]).column("row_id"), value_set=new_ids)
+        if not pc.any(replaced).as_py():
             staged.append((part, None))
             continue
         changed = True
         table = pq.read_table(part)
-        kept = table.filter(pa.array([i not in new_ids for i in ids], pa.bool_()))
+        kept = table.filter(pc.invert(replaced))
         if kept.num_rows:
             staged.append((part, kept))
     if not changed:
@@ -300,7 +350,7 @@ def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Pat
         if kept is None:
             _link_or_copy(part, build / part.name)
         else:
-            _write_parquet(kept, build / _part_name(ds, part.name, kept.column("row_id").to_pylist()))
+            _write_parquet(kept, build / _part_name(ds, part.name, kept.column("row_id")))
     for src, name in new_parts:  # written last: a new part supersedes a rewritten one of the same rows
         dest = build / name
         if dest.exists():
@@ -321,7 +371,7 @@ def _swap_in(live: Path, build: Path, spare: Path) -> None:
     _fsync_dir(live.parent)
 
 
-def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: set[str]) -> None:
+def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: pa.Array) -> None:
     """Publish one dataset partition's next version atomically. Idempotent: the built version's inode, recorded
     before the swap, tells a roll-forward whether the swap already happened."""
     build, spare, record = work / "next", work / "previous", work / "inode"
@@ -358,7 +408,7 @@ def publish_committed(staging_root: Path, output_dir: Path) -> dict[str, Any]:
     partition. Idempotent: safe to repeat after a crash at any point."""
     commit = json.loads((staging_root / COMMIT).read_text())
     run_date = commit["run_date"]
-    new_ids = set(pq.read_table(staging_root / "row_ids.parquet").column("row_id").to_pylist())
+    new_ids = pq.read_table(staging_root / "row_ids.parquet").column("row_id").combine_chunks()
     for ds in DATASETS:
         target = output_dir / ds / f"run_date={run_date}"
         partitions = {target}

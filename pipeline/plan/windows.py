@@ -32,15 +32,17 @@ def _fmt(value: object) -> str:
     return f"{Decimal(str(value or 0)).quantize(_CENT):.2f}"
 
 
-def window_facts(transactions: pa.Table | pl.DataFrame) -> list[dict[str, object]]:
+def window_facts(transactions: pa.Table | pl.DataFrame | pl.LazyFrame) -> list[dict[str, object]]:
     """Aggregate canonical transactions into one fact row per (account, calendar month).
 
     Totals are in the account's primary currency (its most frequent one); other currencies
-    only count towards `foreign_count`. Rows are sorted by account then period.
+    only count towards `foreign_count`. Rows are sorted by account then period. A LazyFrame (a large log's
+    spool files scanned from disk) is aggregated by polars' streaming engine, out of core.
     """
-    df = transactions if isinstance(transactions, pl.DataFrame) else pl.from_arrow(transactions)
-    if df.is_empty():
-        return []
+    if isinstance(transactions, pl.LazyFrame):
+        df = transactions
+    else:
+        df = (transactions if isinstance(transactions, pl.DataFrame) else pl.from_arrow(transactions)).lazy()
     df = df.with_columns(
         pl.col("timestamp").dt.truncate("1mo").dt.date().alias("period_start"),
         pl.col("amount").cast(pl.Float64).alias("_amt"),
@@ -80,7 +82,7 @@ def window_facts(transactions: pa.Table | pl.DataFrame) -> list[dict[str, object
         .join(new_cp, on=["account", "period_start"], how="left")
         .with_columns(pl.col("new_counterparty_count").fill_null(0))
         .sort("account", "period_start")
-    )
+    ).collect(engine="streaming")
     rows = []
     for r in agg.iter_rows(named=True):
         start = r["period_start"]

@@ -12,6 +12,7 @@ from `pipeline.plan.windows.window_facts` (polars); the model only classifies an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -154,29 +155,43 @@ def document_units(documents: pa.Table, identity: RunIdentity, extraction: str =
     return units
 
 
-def _membership(transactions: pa.Table, file_sha: dict[str, str]) -> pl.DataFrame:
-    """Per (account, calendar month): source files, row count and a fingerprint of its transactions."""
-    df = pl.from_arrow(transactions).select("account", "timestamp", "source_file", "source_row")
+_FRAME_COLUMNS = ("tx_id", "account", "timestamp", "amount", "currency", "counterparty", "description",
+                  "source_file", "source_row")
+
+
+def transaction_frame(transactions: pa.Table, file_sha: dict[str, str], spooled: Sequence[Any] = ()) -> pl.LazyFrame:
+    """Every transaction of a run as one lazy frame with its row id as `tx_id`: the in-memory rows, and the spool
+    files of large logs scanned from disk (`pipeline.ingest.stream_log`), never loaded whole."""
+    df = pl.from_arrow(transactions) if transactions.num_rows else pl.from_arrow(transactions.slice(0, 0))
     ids = [transaction_row_id(file_sha[f], r) for f, r in zip(df["source_file"].to_list(), df["source_row"].to_list())]
-    df = df.with_columns(
-        pl.Series("tx_id", ids, dtype=pl.String),
-        pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start"),
-    )
+    frames = [df.with_columns(pl.Series("tx_id", ids, dtype=pl.String)).select(_FRAME_COLUMNS).lazy()]
+    frames += [pl.scan_parquet(s.path).rename({"row_id": "tx_id"}).select(_FRAME_COLUMNS) for s in spooled]
+    return pl.concat(frames, how="vertical")
+
+
+def _membership(frame: pl.LazyFrame) -> pl.DataFrame:
+    """Per (account, calendar month): source files, row count and a fingerprint of its transactions."""
     return (
-        df.group_by("account", "period_start")
+        frame.select("account", "timestamp", "source_file", "tx_id")
+        .with_columns(pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start"))
+        .group_by("account", "period_start")
         .agg(pl.col("source_file").unique().sort().alias("source_files"), pl.len().alias("n_rows"),
              pl.col("tx_id").sort().str.join(",").alias("tx_ids"))
         .sort("account", "period_start")
+        .collect(engine="streaming")
     )
 
 
-def window_units(transactions: pa.Table, file_sha: dict[str, str], identity: RunIdentity) -> list[WorkUnit]:
-    """One unit per (account, month) window with the polars-computed facts the prompt states."""
-    if transactions.num_rows == 0:
+def window_units(transactions: pa.Table, file_sha: dict[str, str], identity: RunIdentity,
+                 spooled: Sequence[Any] = ()) -> list[WorkUnit]:
+    """One unit per (account, month) window with the polars-computed facts the prompt states (`spooled`: the
+    spool files of logs read in batches, aggregated out of core with the rest)."""
+    if transactions.num_rows == 0 and not spooled:
         return []
-    members = {(r["account"], r["period_start"]): r for r in _membership(transactions, file_sha).iter_rows(named=True)}
+    frame = transaction_frame(transactions, file_sha, spooled)
+    members = {(r["account"], r["period_start"]): r for r in _membership(frame).iter_rows(named=True)}
     units = []
-    for facts in window_facts(transactions):
+    for facts in window_facts(frame):
         key = (facts["account"], str(facts["period_start"]))
         m = members.get(key)
         if m is None:

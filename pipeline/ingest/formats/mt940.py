@@ -34,6 +34,7 @@ def _relaxed_statement_line():  # type: ignore[no-untyped-def]
     """The :61: tag with the customer reference up to 34 characters: SWIFT caps it at 16, some banks (ASN, Wise)
     write the counter account there, and the library then fails the whole file. Only turns a parse error into a
     parse; a :61: within the spec reads as before."""
+    # lazy: one bank format's parser, loaded when such a file appears
     from mt940 import tags
 
     class Statement(tags.Statement):  # type: ignore[misc, valid-type]  # its name is the slug processors look for

@@ -1,0 +1,58 @@
+"""Large logs read in batches (issue 39): the same rows, row errors and line numbers as the whole-file reader,
+whatever the batch size, with the layout decided on the head."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.ingest.stream_log import stream_transactions
+from pipeline.ingest.transactions import (
+    read_transactions,
+    rows_to_table,
+    transaction_row_id,
+)
+
+LOG = ("Kontoauszug DE02120300000000202051\n\n"
+       "Buchungstag;Verwendungszweck;Betrag;Währung\n"
+       "01.03.2024;Miete März;-900,00;EUR\n"
+       "02.03.2024;REWE Markt;-45,10;EUR\n"
+       ";Filiale 0815 Berlin;;\n"  # wraps the line above
+       "03.03.2024;Gehalt;2.500,00;EUR\n"
+       "04.03.2024;kaputt;abc;EUR\n"  # a bad amount
+       '05.03.2024;"offenes Anführungszeichen;-1,00;EUR\n'
+       "06.03.2024;Bäcker;-3,20;EUR\r"  # a CR-only line end
+       "07.03.2024;Kino;-12,00;EUR\n"
+       "Summe;;1.550,70;EUR\n")
+
+
+@pytest.mark.parametrize("batch_rows", [1, 2, 3, 1000])
+def test_streamed_rows_and_errors_equal_the_whole_file_reader(tmp_path: Path, batch_rows: int) -> None:
+    path = tmp_path / "umsaetze.csv"
+    data = LOG.encode("cp1252")
+    path.write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    whole = read_transactions(data, "umsaetze.csv", sha)
+    streamed, n = stream_transactions(path, "umsaetze.csv", sha, tmp_path / "spool.parquet", batch_rows=batch_rows)
+    spooled = pq.read_table(tmp_path / "spool.parquet")
+    assert spooled.drop_columns(["row_id"]).to_pylist() == rows_to_table(whole.rows).to_pylist()
+    assert spooled.column("row_id").to_pylist() == [transaction_row_id(sha, r["source_row"]) for r in whole.rows]
+    assert n == len(whole.rows) and n > 0
+    assert [(e.source_row, e.error_class, e.message) for e in streamed.errors] == [
+        (e.source_row, e.error_class, e.message) for e in whole.errors]
+    assert streamed.n_records == whole.n_records == n + len(streamed.errors)
+
+
+def test_layout_is_decided_on_the_head_and_applied_to_the_whole_file(tmp_path: Path) -> None:
+    lines = ["Date,Description,Amount,Currency"] + [f"2024-01-{d % 28 + 1:02d},row {d},-{d}.50,EUR" for d in range(5000)]
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / "big.csv"
+    path.write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    out, n = stream_transactions(path, "big.csv", sha, tmp_path / "s.parquet", head_bytes=4096, batch_rows=700)
+    assert n == 5000 and not out.errors and out.details["streamed"]["head_bytes"] <= 4096
+    rows = pq.read_table(tmp_path / "s.parquet")
+    assert rows.column("source_row").to_pylist() == list(range(2, 5002))
