@@ -32,38 +32,54 @@ def _fmt(value: object) -> str:
     return f"{Decimal(str(value or 0)).quantize(_CENT):.2f}"
 
 
-def window_facts(transactions: pa.Table | pl.DataFrame | pl.LazyFrame) -> list[dict[str, object]]:
-    """Aggregate canonical transactions into one fact row per (account, calendar month).
+_PARTIAL_KEYS = ("account", "period_start", "currency", "counterparty")
+_SUM = pl.Decimal(38, 4)  # partial sums of any slice concatenate with one type
+
+
+def window_partials(transactions: pa.Table | pl.DataFrame) -> pl.DataFrame:
+    """Stage one of the window aggregation, for any slice of the transactions: per (account, month, currency,
+    counterparty) the row count, credits, debits, absolute volume and the cash-rule counts. Partials of
+    different slices add up (`window_facts_from_partials`), so a log of any size is aggregated batch by batch."""
+    df = transactions if isinstance(transactions, pl.DataFrame) else pl.from_arrow(transactions)
+    amt = pl.col("amount").cast(pl.Float64)
+    cash = pl.col("description").fill_null("").str.contains(CASH_PATTERN)
+    return (
+        df.with_columns(pl.col("timestamp").dt.truncate("1mo").dt.date().alias("period_start"))
+        .group_by(_PARTIAL_KEYS)
+        .agg(
+            pl.len().alias("n"),
+            pl.col("amount").filter(amt > 0).sum().cast(_SUM).alias("credits"),
+            (-pl.col("amount").filter(amt < 0)).sum().cast(_SUM).alias("debits"),
+            pl.col("amount").abs().sum().cast(_SUM).alias("volume"),
+            (cash & (amt.abs() >= LARGE_CASH_THRESHOLD)).sum().alias("large_cash"),
+            (cash & (amt >= STRUCTURING_LOW) & (amt < LARGE_CASH_THRESHOLD) & ((amt % 100).abs() < 1e-6))
+            .sum().alias("structuring"),
+        )
+    )
+
+
+def window_facts_from_partials(partials: pl.DataFrame) -> list[dict[str, object]]:
+    """Stage two: one fact row per (account, calendar month) from the partials of all slices.
 
     Totals are in the account's primary currency (its most frequent one); other currencies
-    only count towards `foreign_count`. Rows are sorted by account then period. A LazyFrame (a large log's
-    spool files scanned from disk) is aggregated by polars' streaming engine, out of core.
+    only count towards `foreign_count`. Rows are sorted by account then period.
     """
-    if isinstance(transactions, pl.LazyFrame):
-        df = transactions
-    else:
-        df = (transactions if isinstance(transactions, pl.DataFrame) else pl.from_arrow(transactions)).lazy()
-    df = df.with_columns(
-        pl.col("timestamp").dt.truncate("1mo").dt.date().alias("period_start"),
-        pl.col("amount").cast(pl.Float64).alias("_amt"),
-        pl.col("description").fill_null("").str.contains(CASH_PATTERN).alias("_cash"),
-    )
+    if partials.is_empty():
+        return []
     primary = (
-        df.group_by("account", "currency").len()
+        partials.group_by("account", "currency").agg(pl.col("n").sum().alias("len"))
         .sort(["account", "len", "currency"], descending=[False, True, False])
         .group_by("account", maintain_order=True).first()
         .select("account", pl.col("currency").alias("_primary"))
     )
-    df = df.join(primary, on="account")
-    first_seen = (
-        df.filter(pl.col("counterparty").is_not_null())
-        .group_by("account", "counterparty").agg(pl.col("period_start").min().alias("_first"))
-    )
+    df = partials.join(primary, on="account")
+    with_cp = df.filter(pl.col("counterparty").is_not_null())
+    first_seen = with_cp.group_by("account", "counterparty").agg(pl.col("period_start").min().alias("_first"))
     new_cp = (
-        df.filter(pl.col("counterparty").is_not_null())
-        .group_by("account", "period_start", "counterparty").agg(pl.col("_amt").abs().sum().alias("_vol"))
+        with_cp.group_by("account", "period_start", "counterparty").agg(pl.col("volume").sum().alias("_vol"))
         .join(first_seen, on=["account", "counterparty"])
-        .filter((pl.col("_first") == pl.col("period_start")) & (pl.col("_vol") >= NEW_COUNTERPARTY_MIN_VOLUME))
+        .filter((pl.col("_first") == pl.col("period_start"))
+                & (pl.col("_vol").cast(pl.Float64) >= NEW_COUNTERPARTY_MIN_VOLUME))
         .group_by("account", "period_start").agg(pl.len().alias("new_counterparty_count"))
     )
     in_primary = pl.col("currency") == pl.col("_primary")
@@ -71,18 +87,17 @@ def window_facts(transactions: pa.Table | pl.DataFrame | pl.LazyFrame) -> list[d
         df.group_by("account", "period_start")
         .agg(
             pl.col("_primary").first().alias("currency"),
-            pl.len().alias("tx_count"),
-            pl.col("amount").filter(in_primary & (pl.col("_amt") > 0)).sum().alias("_credits"),
-            (-pl.col("amount").filter(in_primary & (pl.col("_amt") < 0))).sum().alias("_debits"),
-            (pl.col("_cash") & (pl.col("_amt").abs() >= LARGE_CASH_THRESHOLD)).sum().alias("large_cash_count"),
-            (pl.col("_cash") & (pl.col("_amt") >= STRUCTURING_LOW) & (pl.col("_amt") < LARGE_CASH_THRESHOLD)
-             & ((pl.col("_amt") % 100).abs() < 1e-6)).sum().alias("structuring_count"),
-            (~in_primary).sum().alias("foreign_count"),
+            pl.col("n").sum().alias("tx_count"),
+            pl.col("credits").filter(in_primary).sum().alias("_credits"),
+            pl.col("debits").filter(in_primary).sum().alias("_debits"),
+            pl.col("large_cash").sum().alias("large_cash_count"),
+            pl.col("structuring").sum().alias("structuring_count"),
+            pl.col("n").filter(~in_primary).sum().alias("foreign_count"),
         )
         .join(new_cp, on=["account", "period_start"], how="left")
         .with_columns(pl.col("new_counterparty_count").fill_null(0))
         .sort("account", "period_start")
-    ).collect(engine="streaming")
+    )
     rows = []
     for r in agg.iter_rows(named=True):
         start = r["period_start"]
@@ -104,6 +119,11 @@ def window_facts(transactions: pa.Table | pl.DataFrame | pl.LazyFrame) -> list[d
             "foreign_count": int(r["foreign_count"]),
         })
     return rows
+
+
+def window_facts(transactions: pa.Table | pl.DataFrame) -> list[dict[str, object]]:
+    """One fact row per (account, calendar month) of transactions held in memory (both stages at once)."""
+    return window_facts_from_partials(window_partials(transactions))
 
 
 def out_of_range(facts: dict[str, object]) -> str | None:

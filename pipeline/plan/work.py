@@ -12,12 +12,13 @@ from `pipeline.plan.windows.window_facts` (polars); the model only classifies an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 import schemas
 from pipeline import grounding
@@ -31,7 +32,7 @@ from pipeline.models import model_identity, model_template_sha
 from pipeline.plan import prompts
 from pipeline.plan.prompts import chat_template_sha, encode_prompt
 from pipeline.plan.sections import Section
-from pipeline.plan.windows import window_facts
+from pipeline.plan.windows import window_facts_from_partials, window_partials
 
 Kind = Literal["document", "window", "filing", "section"]
 DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "ocred_pages", "ocr_engine", "encrypted",
@@ -157,48 +158,61 @@ def document_units(documents: pa.Table, identity: RunIdentity, extraction: str =
 
 _FRAME_COLUMNS = ("tx_id", "account", "timestamp", "amount", "currency", "counterparty", "description",
                   "source_file", "source_row")
+_SPOOL_BATCH_ROWS = 262_144
 
 
-def transaction_frame(transactions: pa.Table, file_sha: dict[str, str], spooled: Sequence[Any] = ()) -> pl.LazyFrame:
-    """Every transaction of a run as one lazy frame with its row id as `tx_id`: the in-memory rows, and the spool
-    files of large logs scanned from disk (`pipeline.ingest.stream_log`), never loaded whole."""
-    df = pl.from_arrow(transactions) if transactions.num_rows else pl.from_arrow(transactions.slice(0, 0))
-    ids = [transaction_row_id(file_sha[f], r) for f, r in zip(df["source_file"].to_list(), df["source_row"].to_list())]
-    frames = [df.with_columns(pl.Series("tx_id", ids, dtype=pl.String)).select(_FRAME_COLUMNS).lazy()]
-    frames += [pl.scan_parquet(s.path).rename({"row_id": "tx_id"}).select(_FRAME_COLUMNS) for s in spooled]
-    return pl.concat(frames, how="vertical")
+def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spooled: Sequence[Any] = ()
+                        ) -> Iterator[pl.DataFrame]:
+    """Every transaction of a run, slice by slice, with its row id as `tx_id`: the in-memory rows, then the
+    spool files of large logs (`pipeline.ingest.stream_log`) read batch by batch, never whole."""
+    if transactions.num_rows:
+        df = pl.from_arrow(transactions)
+        ids = [transaction_row_id(file_sha[f], r) for f, r in zip(df["source_file"].to_list(),
+                                                                  df["source_row"].to_list())]
+        yield df.with_columns(pl.Series("tx_id", ids, dtype=pl.String)).select(_FRAME_COLUMNS)
+    for s in spooled:
+        for batch in pq.ParquetFile(s.path).iter_batches(batch_size=_SPOOL_BATCH_ROWS):
+            yield pl.from_arrow(pa.Table.from_batches([batch])).rename({"row_id": "tx_id"}).select(_FRAME_COLUMNS)
 
 
-def _membership(frame: pl.LazyFrame) -> pl.DataFrame:
-    """Per (account, calendar month): source files, row count and a fingerprint of its transactions."""
-    return (
-        frame.select("account", "timestamp", "source_file", "tx_id")
-        .with_columns(pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start"))
-        .group_by("account", "period_start")
-        .agg(pl.col("source_file").unique().sort().alias("source_files"), pl.len().alias("n_rows"),
-             pl.col("tx_id").sort().str.join(",").alias("tx_ids"))
-        .sort("account", "period_start")
-        .collect(engine="streaming")
-    )
+@dataclass
+class _Member:
+    """What a window holds, gathered slice by slice: its files, its row count and its rows' ids (Arrow)."""
+
+    source_files: set[str] = field(default_factory=set)
+    n_rows: int = 0
+    ids: list[pl.Series] = field(default_factory=list)
+
+    def fingerprint(self) -> str:
+        ids = pl.concat(self.ids).sort() if len(self.ids) > 1 else self.ids[0].sort()
+        return stable_id("txset", ",".join(ids.to_list()))
 
 
 def window_units(transactions: pa.Table, file_sha: dict[str, str], identity: RunIdentity,
                  spooled: Sequence[Any] = ()) -> list[WorkUnit]:
     """One unit per (account, month) window with the polars-computed facts the prompt states (`spooled`: the
-    spool files of logs read in batches, aggregated out of core with the rest)."""
+    spool files of logs read in batches, aggregated batch by batch with the rest)."""
     if transactions.num_rows == 0 and not spooled:
         return []
-    frame = transaction_frame(transactions, file_sha, spooled)
-    members = {(r["account"], r["period_start"]): r for r in _membership(frame).iter_rows(named=True)}
+    partials, members = [], {}
+    for df in transaction_batches(transactions, file_sha, spooled):
+        partials.append(window_partials(df))
+        keyed = df.select("account", "source_file", "tx_id",
+                          pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start"))
+        for (account, period), part in keyed.partition_by("account", "period_start", as_dict=True).items():
+            m = members.setdefault((account, period), _Member())
+            m.source_files.update(part["source_file"].unique().to_list())
+            m.n_rows += part.height
+            m.ids.append(part["tx_id"])
     units = []
-    for facts in window_facts(frame):
+    for facts in window_facts_from_partials(pl.concat(partials)):
         key = (facts["account"], str(facts["period_start"]))
         m = members.get(key)
         if m is None:
             raise RuntimeError(f"window_facts returned a window with no transactions: {key}")
-        fingerprint = stable_id("txset", m["tx_ids"])
+        fingerprint = m.fingerprint()
         row_id = stable_id("window", key[0], key[1], fingerprint, identity.prompt_version, identity.schema_version,
                            identity.model_id, identity.settings.get("window", ""), grounding.GROUNDING_VERSION)
-        units.append(WorkUnit(row_id=row_id, kind="window", source_files=list(m["source_files"]), facts=dict(facts),
-                              context={"tx_fingerprint": fingerprint}, n_rows=int(m["n_rows"])))
+        units.append(WorkUnit(row_id=row_id, kind="window", source_files=sorted(m.source_files), facts=dict(facts),
+                              context={"tx_fingerprint": fingerprint}, n_rows=m.n_rows))
     return units
