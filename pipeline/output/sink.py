@@ -244,16 +244,20 @@ class Staging:
         (rows of this run replace their older copies wherever they are) or "own_date" (`--force`: only this
         run_date's partition changes)."""
         plan: dict[str, list[list[str]]] = {}
-        ids: list[pa.ChunkedArray] = []
-        for ds, parts in self.staged().items():
-            for p in parts:
-                row_ids = pq.read_table(p, columns=["row_id"]).column("row_id")
-                ids.append(row_ids)
-                name = _part_name(ds, self.run_key, row_ids)
-                dest = self.output_dir / ds / f"run_date={self.run_date}" / name
-                plan.setdefault(ds, []).append([str(p.relative_to(self.root)), str(dest.relative_to(self.output_dir))])
-        every = pc.unique(pa.chunked_array([c for chunked in ids for c in chunked.chunks], pa.string()))
-        _write_parquet(pa.table({"row_id": pc.take(every, pc.sort_indices(every))}), self.root / "row_ids.parquet")
+        ids_path = self.root / "row_ids.parquet"
+        tmp = ids_path.with_name(f".{ids_path.name}.tmp")
+        # one part's ids at a time (a large log's part holds millions): named, then appended to the id file
+        with pq.ParquetWriter(str(tmp), pa.schema([pa.field("row_id", pa.string())])) as ids_out:
+            for ds, parts in self.staged().items():
+                for p in parts:
+                    row_ids = pq.read_table(p, columns=["row_id"]).column("row_id")
+                    name = _part_name(ds, self.run_key, row_ids)
+                    ids_out.write_table(pa.table({"row_id": row_ids}))
+                    del row_ids
+                    dest = self.output_dir / ds / f"run_date={self.run_date}" / name
+                    plan.setdefault(ds, []).append([str(p.relative_to(self.root)),
+                                                    str(dest.relative_to(self.output_dir))])
+        os.replace(tmp, ids_path)
         if upsert not in ("all_dates", "own_date"):
             raise ValueError(f"unknown upsert scope: {upsert}")
         commit = {"run_key": self.run_key, "run_date": self.run_date, "upsert": upsert, "plan": plan,
