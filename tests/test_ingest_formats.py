@@ -10,7 +10,12 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.ingest.transactions import TransactionFile, read_transactions, rows_to_table
+from pipeline.ingest.transactions import (
+    TransactionFile,
+    read_transactions,
+    rows_to_table,
+)
+from tests.helpers.bank_files import OFX1_HEADER
 
 
 def _read(data: bytes | str, name: str, **kw: object) -> TransactionFile:
@@ -28,17 +33,7 @@ def _line_of(text: str, needle: str, occurrence: int = 1) -> int:
     raise AssertionError(needle)
 
 
-OFX_SGML = """OFXHEADER:100
-DATA:OFXSGML
-VERSION:102
-SECURITY:NONE
-ENCODING:USASCII
-CHARSET:1252
-COMPRESSION:NONE
-OLDFILEUID:NONE
-NEWFILEUID:NONE
-
-<OFX>
+OFX_SGML = OFX1_HEADER + """<OFX>
 <SIGNONMSGSRSV1><SONRS><STATUS><CODE>0<SEVERITY>INFO</STATUS><DTSERVER>20240331120000<LANGUAGE>ENG</SONRS></SIGNONMSGSRSV1>
 <BANKMSGSRSV1><STMTTRNRS><TRNUID>1<STATUS><CODE>0<SEVERITY>INFO</STATUS>
 <STMTRS><CURDEF>EUR

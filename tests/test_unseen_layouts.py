@@ -16,6 +16,7 @@ import pytest
 
 from pipeline.ingest.discover import file_kind
 from pipeline.ingest.transactions import TransactionFile, read_transactions
+from tests.helpers.bank_files import OFX1_HEADER
 
 
 def _read(data: bytes | str, name: str, **kw: object) -> TransactionFile:
@@ -83,17 +84,7 @@ def test_undecodable_bytes_are_an_error_not_a_silent_misdecode() -> None:
 
 # ------------------------------------------------------------------ shapes other readers choke on
 
-OFX_EMPTY_TAGS = """OFXHEADER:100
-DATA:OFXSGML
-VERSION:102
-SECURITY:NONE
-ENCODING:USASCII
-CHARSET:1252
-COMPRESSION:NONE
-OLDFILEUID:NONE
-NEWFILEUID:NONE
-
-<OFX><SIGNONMSGSRSV1><SONRS><STATUS><CODE>0<SEVERITY>INFO</STATUS><DTSERVER>20240301<LANGUAGE>ENG
+OFX_EMPTY_TAGS = OFX1_HEADER + """<OFX><SIGNONMSGSRSV1><SONRS><STATUS><CODE>0<SEVERITY>INFO</STATUS><DTSERVER>20240301<LANGUAGE>ENG
 <FI><ORG><FID></FI></SONRS></SIGNONMSGSRSV1>
 <BANKMSGSRSV1><STMTTRNRS><TRNUID>1<STATUS><CODE>0<SEVERITY>INFO</STATUS>
 <STMTRS><CURDEF>EUR<BANKACCTFROM><BANKID>1234<ACCTID>998877<ACCTTYPE>CHECKING</BANKACCTFROM>
