@@ -41,6 +41,7 @@ from pipeline.ingest.worker import (
     FileWorker,
     ParsedOcr,
     ParsedPdf,
+    changed_since_hashed,
 )
 from schemas import FACT_ARROW_SCHEMA
 
@@ -158,6 +159,15 @@ def _size(path: Path) -> int:
         return 0
 
 
+def _state(path: Path) -> tuple[int, int, int] | None:
+    """What says a file was rewritten or replaced: size, modification time (ns) and inode."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
 # Kinds whose file is one document: a failure to read it is that document's error row.
 DOCUMENT_KINDS = ("pdf", "einvoice", "markup")
 
@@ -214,7 +224,7 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     """One file into its outputs or its error row; nothing that goes wrong here stops the run."""
     limits, worker, seen, files, docs, tx_tables, errors = (reader.limits, reader.worker, out.seen, out.files,
                                                             out.docs, out.tx_tables, out.errors)
-    size, read_error = _size(path), None
+    size, read_error, state = _size(path), None, _state(path)
     try:  # streamed: identity and kind without holding the file's bytes
         sha, head = file_sha256(path), _head(path)
     except OSError as exc:  # permission denied, EIO, vanished
@@ -258,12 +268,18 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
         return
     parsed = worker.parse(FileTask(kind, str(path), rel, sha, reader.default_currency, reader.profiles,
                                    spool_dir=str(reader.spool_dir.path) if streamed else None), size)
+    if not isinstance(parsed, FileFailure) and _state(path) != state:  # grown, rewritten or replaced since hashed
+        parsed = changed_since_hashed()
     if isinstance(parsed, FileFailure):
         file_error(parsed.error_class, parsed.message)
     elif isinstance(parsed, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
         result = parsed.result
         if isinstance(result, PdfDocument) and result.ocr_pages:
             result = _with_ocr(result, path, rel, sha, size, limits, worker)
+            if _state(path) != state:  # changed while its pages were OCRed
+                changed = changed_since_hashed()
+                file_error(changed.error_class, changed.message)
+                return
         if isinstance(result, ErrorRecord):
             errors.append(result)
             entry["status"], entry["n_errors"] = "error", 1

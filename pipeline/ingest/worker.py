@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.errors import ErrorRecord
+from pipeline.identity import file_sha256, sha256_bytes
 from pipeline.ingest.limits import IngestLimits
 
 _POLL_S = 0.05
@@ -74,11 +76,21 @@ class FileFailure:
     message: str
 
 
+def changed_since_hashed() -> FileFailure:
+    return FileFailure("FileChanged", "the file changed while this run read it (still being written, or replaced); "
+                       "left out of this run, a re-run reads it whole")
+
+
 def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | ParsedLog | FileFailure:
-    """Read and parse one file (in whichever process calls it)."""
+    """Read and parse one file (in whichever process calls it): the bytes parsed are the bytes the caller hashed
+    (`task.sha`), or the outcome is FileChanged."""
     if task.kind == "transactions" and task.spool_dir is not None:
-        return _stream_log(task, Path(task.spool_dir))
+        parsed = _stream_log(task, Path(task.spool_dir))
+        # the stream read the file in pieces: hash it once more after the last one
+        return parsed if file_sha256(task.path) == task.sha else changed_since_hashed()
     data = Path(task.path).read_bytes()
+    if sha256_bytes(data) != task.sha:
+        return changed_since_hashed()
     if task.kind == "pdf":
         # lazy: a worker process loads only the reader its task needs
         from pipeline.ingest.pdf import read_pdf
@@ -142,16 +154,27 @@ def _parse_safely(task: FileTask, limits: IngestLimits, parser: Callable[..., An
         return FileFailure("InternalError", f"{type(exc).__name__}: {exc}")
 
 
+# How long past its budget a parse may run before the worker ends itself (the parent normally kills it at the
+# budget; this bound holds when the parent stalls, is stopped or died).
+OWN_LIMIT_GRACE_S = 5.0
+
+
 def serve(conn_in: Connection, conn_out: Connection, limits: IngestLimits, parser: Callable[..., Any]) -> None:
+    """Answer (task, budget seconds) messages until None or EOF. Each parse runs under an interval timer whose
+    SIGALRM has no handler, so the kernel ends the process at budget + grace even inside C code holding the GIL."""
     conn_out.send(_READY)  # imports done: from here on, time counts against the file being parsed
     while True:
         try:
-            task = conn_in.recv()
+            msg = conn_in.recv()
         except EOFError:
             return
-        if task is None:
+        if msg is None:
             return
-        conn_out.send(_parse_safely(task, limits, parser))
+        task, budget = msg
+        signal.setitimer(signal.ITIMER_REAL, budget + OWN_LIMIT_GRACE_S)
+        outcome = _parse_safely(task, limits, parser)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        conn_out.send(outcome)
 
 
 def _parser_name(parser: Callable[..., Any]) -> str:
@@ -242,7 +265,7 @@ class FileWorker:
         budget = self.limits.seconds_for(size_bytes) if budget is None else budget
         deadline = time.monotonic() + budget
         try:
-            self._send.send(task)
+            self._send.send((task, budget))
         except OSError:  # the worker died before reading the task; the loop below reports how
             pass
         while True:
@@ -257,6 +280,8 @@ class FileWorker:
             if self._proc.poll() is not None:
                 code = self._proc.returncode
                 self._kill()
+                if code == -signal.SIGALRM:  # the worker's own limit (serve) ended it
+                    return FileFailure("FileTimeout", f"parsing took longer than {budget:.0f} s")
                 how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                 return FileFailure("ParserCrashed", f"the parser process died ({how}) while reading this file")
             rss = rss_bytes(self._proc.pid)
