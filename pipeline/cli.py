@@ -86,6 +86,36 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return inspect_output(Path(args.output))
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
+    from pipeline.output.schema_drift import migrate
+    from pipeline.output.sink import OutputError, output_lock, roll_forward
+    from schemas import SCHEMA_VERSION
+
+    output = Path(args.output)
+    if not output.is_dir():
+        print(f"no such output directory: {output}", file=sys.stderr)
+        return 2
+    try:
+        with output_lock(output):
+            roll_forward(output)
+            drift = migrate(output, dry_run=args.dry_run)
+    except OutputError as exc:
+        print(f"migrate failed: {exc}", file=sys.stderr)
+        return 4
+    if not drift:
+        print(f"{output}: every dataset already has schema {SCHEMA_VERSION}")
+        return 0
+    verb = "would rewrite" if args.dry_run else "rewrote"
+    for d in drift:
+        done = len({p.parent for p in d.parts}) - len(d.blocked)
+        print(f"{d.dataset}: {verb} {len(d.parts)} parts of schema {', '.join(sorted(d.versions))} in {done} "
+              f"partitions to {SCHEMA_VERSION} ({'; '.join(d.differences)})")
+        for b in d.blocked:
+            print(f"  left as it was: {b}", file=sys.stderr)
+    return 1 if any(d.blocked for d in drift) else 0
+
+
 def _cmd_quantize(args: argparse.Namespace) -> int:
     try:
         from engine import quantize_checkpoint  # type: ignore[attr-defined]
@@ -183,6 +213,14 @@ def _add_inspect(sub: Any) -> None:
     p.set_defaults(func=_cmd_inspect)
 
 
+def _add_migrate(sub: Any) -> None:
+    p = sub.add_parser("migrate", help="rewrite output written by an older schema version to the current one "
+                                       "(each partition swapped in atomically)")
+    p.add_argument("--output", required=True, help="the output folder of earlier runs")
+    p.add_argument("--dry-run", action="store_true", help="only say what would be rewritten")
+    p.set_defaults(func=_cmd_migrate)
+
+
 def _add_quantize(sub: Any) -> None:
     p = sub.add_parser("quantize", help="write an int8-quantised copy of a checkpoint")
     p.add_argument("model_dir")
@@ -241,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     _add_inspect(sub)
+    _add_migrate(sub)
     _add_models(sub)
     _register_external(sub, "eval", "eval.evaluate", "measure extraction quality on the held-out gold set")
     _register_external(sub, "bench", "bench.cli", "benchmark the engine on the standard workload")

@@ -64,6 +64,7 @@ from pipeline.output.datasets import (
 )
 from pipeline.output.filings import filing_facts_of, filing_row
 from pipeline.output.manifest import RunRecord, build_manifest
+from pipeline.output.schema_drift import check_published_schema
 from pipeline.output.sink import (
     COMMIT,
     Staging,
@@ -273,6 +274,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
     check_output_dir(output_dir)
     with output_lock(output_dir):
         recovered = roll_forward(output_dir)
+        check_published_schema(output_dir)  # before any work: a run never publishes beside an older schema
         with _timed(timings, "ingest"):
             result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
                                    exclude=(output_dir, *cfg.exclude), limits=cfg.limits,

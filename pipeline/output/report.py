@@ -13,6 +13,7 @@ from rich.table import Table
 
 from pipeline.output.datasets import DATASETS
 from pipeline.output.manifest import latest_manifest
+from pipeline.output.schema_drift import find_drift, part_count, row_schema_versions
 from pipeline.output.sink import STAGING, TRASH, published_parts
 
 
@@ -84,6 +85,16 @@ def inspect_output(output_dir: Path, console: Console | None = None) -> int:
         for (stage, cls), n in sorted(errors_by.items(), key=lambda kv: (-kv[1], kv[0])):
             et.add_row(stage, cls, str(n))
         console.print(et)
+    versions = {ds: row_schema_versions(output_dir, ds) for ds in DATASETS}
+    mixed = {ds: v for ds, v in versions.items() if len(v) > 1}
+    if mixed:
+        console.print("rows of several schema versions (each row keeps the version whose rules produced it): "
+                      + "; ".join(f"{ds} {', '.join(f'{k}: {n:,}' for k, n in sorted(v.items()))}"
+                                  for ds, v in mixed.items()), soft_wrap=True)
+    for d in find_drift(output_dir):
+        console.print(f"[red]{d.dataset}: {part_count(d)} of an older schema ({', '.join(sorted(d.versions))}; "
+                      f"{', '.join(d.differences[:3])}): runs refuse this output until `pipeline migrate --output "
+                      f"{output_dir}` rewrites them[/red]", soft_wrap=True)
     m = latest_manifest(output_dir)
     if m:
         console.print(run_summary_table(m))
