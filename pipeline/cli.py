@@ -48,7 +48,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         engine = EngineOptions(**engine_options(args))
         cfg = RunConfig(
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
-            run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force, exclude=args.exclude,
+            run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force,
+            keep_history=args.keep_history, exclude=args.exclude,
             default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
             extraction=args.extraction, limits=_limits(args), bank_profile_dirs=args.bank_profiles,
             model_layouts=not args.no_model_layouts, executor=ExecutorOptions(**executor_options(args)),
@@ -146,6 +147,9 @@ def _add_run(sub: Any) -> None:
                         "it); repeatable. Excluded files get no error row; the manifest counts them. Without it "
                         "hidden and _-prefixed files are skipped with a Skipped error row")
     p.add_argument("--force", action="store_true", help="re-process units already in the output")
+    p.add_argument("--keep-history", action="store_true",
+                   help="keep the rows of a file's earlier versions (an older model's, a log before it grew) beside "
+                        "the latest; by default a re-read file's rows replace them")
     p.add_argument("--default-currency", default=None, help="ISO code for logs that name no currency")
     p.add_argument("--bank-profiles", action="append", default=[], type=Path, metavar="DIR",
                    help="folder of bank CSV profiles (*.toml: file-name pattern, delimiter, header, columns, date "

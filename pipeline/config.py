@@ -148,6 +148,8 @@ class RunConfig(BaseModel):
     run_date: dt.date = Field(default_factory=dt.date.today)
     limit: int | None = Field(default=None, ge=1, description="only the first N input files, in path order")
     force: bool = False
+    # keep the rows of earlier versions of a file (an older model's, a log before it grew) beside the latest
+    keep_history: bool = False
     exclude: list[str] = Field(default_factory=list, description="globs of input paths (relative to input_dir) "
                                "to leave out on purpose: no error row, counted in the manifest")
     default_currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")

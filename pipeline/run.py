@@ -25,13 +25,15 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import RunConfig
@@ -63,7 +65,7 @@ from pipeline.output.datasets import (
     transaction_rows,
 )
 from pipeline.output.filings import filing_facts_of, filing_row
-from pipeline.output.manifest import RunRecord, build_manifest
+from pipeline.output.manifest import RunRecord, build_manifest, dates_read_from
 from pipeline.output.schema_drift import check_published_schema
 from pipeline.output.sink import (
     COMMIT,
@@ -75,9 +77,11 @@ from pipeline.output.sink import (
     publish_committed,
     published_ids,
     published_parts,
+    published_transactions_of,
     roll_forward,
     unpublished,
 )
+from pipeline.output.supersede import Supersede, read_versions
 from pipeline.plan.bucketing import Bucket, PreparedRequests, prepare_requests
 from pipeline.plan.routing import route_long
 from pipeline.plan.windows import out_of_range
@@ -90,15 +94,15 @@ __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm"
 
 
 
-def plan_units(result: IngestResult, identity: RunIdentity, extraction: str = "auto"
-               ) -> tuple[list[WorkUnit], list[ErrorRecord]]:
+def plan_units(result: IngestResult, identity: RunIdentity, extraction: str = "auto",
+               earlier: Iterable[pl.DataFrame] = ()) -> tuple[list[WorkUnit], list[ErrorRecord]]:
     """Documents and account windows as work units whose row ids carry the run's `identity` (`extraction`:
     "auto" reads embedded e-invoices, "model" sends every document to the model). A failure of the window
     aggregation becomes error rows (one per source file, accounting for its rows), never a crash."""
     units = document_units(result.documents, identity, extraction)
     errors: list[ErrorRecord] = []
     try:
-        windows = window_units(result.transactions, result.file_sha(), identity, result.spooled)
+        windows = window_units(result.transactions, result.file_sha(), identity, result.spooled, earlier)
         for u in windows:
             reason = out_of_range(u.facts)
             if reason is None:
@@ -164,7 +168,8 @@ def _run_key(cfg: RunConfig, identity: RunIdentity, result: IngestResult, todo: 
                      identity.schema_version,
                      cfg.max_tokens_document, cfg.max_tokens_window, cfg.max_tokens_section, cfg.section_tokens,
                      cfg.bucket_size, cfg.bucket_tokens,
-                     max_model_len, cfg.force, cfg.limit, cfg.extraction, files, sorted(todo), *extra, length=16)
+                     max_model_len, cfg.force, cfg.keep_history, cfg.limit, cfg.extraction, files, sorted(todo), *extra,
+                     length=16)
 
 
 def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> RunSummary:
@@ -215,29 +220,91 @@ class _Todo:
     tx_new: pa.Table
     facts_new: pa.Table  # filing facts not published before
     spooled_new: list[SpooledLog] = field(default_factory=list)  # logs read in batches, not published before
+    errors_new: pa.Table | None = None  # this run's ingest and plan error rows not published before
+    errors_known: pa.Table | None = None  # those already published (left where they are)
+    supersede: Supersede = field(default_factory=Supersede)  # what the publish retires (pipeline.output.supersede)
+    keep_ids: pa.Array | None = None  # the row ids this run holds, staged or already published
+
+
+def _earlier_rows(result: IngestResult, output_dir: Path, read: Iterable[str], dates: set[str]
+                  ) -> Iterator[pl.DataFrame]:
+    """Published transactions of the accounts this run read, from files it did not read (with their row id as
+    tx_id): a window covers every transaction of its account-month, whichever run read it."""
+    accounts = [result.transactions.column("account")] if result.transactions.num_rows else []
+    accounts += [pq.read_table(s.path, columns=["account"]).column("account") for s in result.spooled]
+    if not accounts:
+        return
+    unique = pc.unique(pa.chunked_array([c for a in accounts for c in a.chunks], pa.string()))
+    for t in published_transactions_of(output_dir, unique, pa.array(sorted(read), pa.string()), dates):
+        yield pl.from_arrow(t).rename({"row_id": "tx_id"})
 
 
 def _plan(cfg: RunConfig, result: IngestResult, identity: RunIdentity, output_dir: Path) -> _Todo:
-    units, plan_errors = plan_units(result, identity, cfg.extraction)
+    dates = dates_read_from(output_dir, cfg.input_dir) | {cfg.run_date.isoformat()}
+    read = replace(read_versions(result.files, result.errors), dates=tuple(sorted(dates)))
+    units, plan_errors = plan_units(result, identity, cfg.extraction,
+                                    _earlier_rows(result, output_dir, read.files, dates))
     tx_table = transaction_rows(result.transactions, result.file_sha(), identity.schema_version)
     # transactions are checked against the published ones part by part in Arrow: a large log's ids are never a
     # Python set
-    done = set() if cfg.force else published_ids(output_dir, tuple(d for d in DATASETS
-                                                                   if d not in ("errors", "transactions")))
+    done = (_windows_elsewhere(output_dir, cfg.run_date.isoformat(), units) if cfg.force else
+            published_ids(output_dir, tuple(d for d in DATASETS if d not in ("errors", "transactions"))))
     facts = filing_fact_rows(result.facts, identity.schema_version)
     todo = [u for u in units if u.row_id not in done]
     spooled_new = [s for s in result.spooled
                    if cfg.force or not s.n_rows or not any_published(output_dir, "transactions", [_first_id(s)])]
+    run_errors = error_rows(errors_from_table(result.errors) + plan_errors, identity.row_fields())
+    # an error this run meets again stays where it was published (rows never move between run dates)
+    new_errors = run_errors if cfg.force else unpublished(output_dir, "errors", run_errors)
+    keep = pa.chunked_array([pa.array([u.row_id for u in units], pa.string()), run_errors.column("row_id").cast(pa.string()),
+                             facts.column("row_id").cast(pa.string())])
+    supersede = replace(read, window_keys=tuple((str(u.facts["account"]), str(u.facts["period_start"]))
+                                                for u in units if u.kind == "window"),
+                        probes=_probes(tx_table, result.spooled))
     return _Todo(units, plan_errors, model=[u for u in todo if u.extracted is None],
                  direct=[u for u in todo if u.extracted is not None],
                  skipped=Counter(u.kind for u in units if u.row_id in done), tx_table=tx_table,
                  tx_new=tx_table if cfg.force else unpublished(output_dir, "transactions", tx_table),
-                 facts_new=_unpublished(facts, done), spooled_new=spooled_new)
+                 facts_new=_unpublished(facts, done), spooled_new=spooled_new, errors_new=new_errors,
+                 errors_known=_without(run_errors, new_errors), supersede=supersede,
+                 keep_ids=pc.unique(keep.combine_chunks()) if len(keep) else pa.array([], pa.string()))
+
+
+def _windows_elsewhere(output_dir: Path, run_date: str, units: list[WorkUnit]) -> set[str]:
+    """`--force` re-processes the units of its own date's partition: a window published under another date stays
+    that date's (one row per account-month), so it counts as done."""
+    keys: set[tuple[str, str]] = set()
+    for part in published_parts(output_dir, "account_windows"):
+        if part.parent.name != f"run_date={run_date}":
+            t = pq.read_table(part, columns=["account", "period_start"])
+            keys.update(zip(t.column("account").to_pylist(), (str(d) for d in t.column("period_start").to_pylist())))
+    return {u.row_id for u in units if u.kind == "window"
+            and (str(u.facts["account"]), str(u.facts["period_start"])) in keys}
+
+
+def _probes(tx_table: pa.Table, spooled: list[SpooledLog]) -> dict[str, tuple[int, str]]:
+    """One (source_row, row id) per log read: tells the publish whether a log's published rows of the same
+    version were read by another reader version (pipeline.output.supersede)."""
+    out: dict[str, tuple[int, str]] = {}
+    if tx_table.num_rows:
+        first = pl.from_arrow(tx_table.select(["source_file", "source_row", "row_id"])).group_by(
+            "source_file").first()
+        out = {r["source_file"]: (r["source_row"], r["row_id"]) for r in first.iter_rows(named=True)}
+    for s in spooled:
+        if s.n_rows:
+            head = pq.ParquetFile(s.path).read_row_group(0, columns=["row_id", "source_row"])
+            out[s.source_file] = (int(head.column("source_row")[0].as_py()), str(head.column("row_id")[0]))
+    return out
 
 
 def _first_id(spooled: SpooledLog) -> str:
     """The row id of a spooled log's first row: a log's rows are published together, so it stands for all."""
     return str(pq.ParquetFile(spooled.path).read_row_group(0, columns=["row_id"]).column(0)[0])
+
+
+def _without(table: pa.Table, rows: pa.Table) -> pa.Table:
+    """`table`'s rows whose row_id is not among `rows`'."""
+    return table.filter(pc.invert(pc.is_in(table.column("row_id"), value_set=rows.column("row_id"))))
 
 
 def _unpublished(table: pa.Table, done: set[str]) -> pa.Table:
@@ -299,7 +366,9 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
                            todo.tx_new, recovered, timings,
                            spooled_rows=sum(s.n_rows for s in result.spooled),
                            spooled_new_rows=sum(s.n_rows for s in todo.spooled_new),
-                           spooled_sources=frozenset(s.source_file for s in result.spooled if s.n_rows))
+                           spooled_sources=frozenset(s.source_file for s in result.spooled if s.n_rows),
+                           errors_known=todo.errors_known.select(["source_file", "stage", "error_class", "unit",
+                                                                  "n_rows"]).to_pylist())
         drop_stale(output_dir, keep=run_key)
         staging = Staging(output_dir, run_key, cfg.run_date.isoformat())
         for spooled in todo.spooled_new:  # large logs: staged from their spool files, batch by batch
@@ -309,8 +378,9 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
         if not staging.is_done("ingest"):
             staging.write_part("ingest", {"transactions": todo.tx_new, "filing_facts": todo.facts_new,
                                           "documents": _einvoice_table(todo.direct, run_fields),
-                                          "errors": error_rows(errors_from_table(result.errors) + todo.plan_errors,
-                                                               run_fields)})
+                                          "errors": todo.errors_new})
+        if not cfg.keep_history:
+            staging.write_supersede(todo.supersede, todo.keep_ids)
         with _timed(timings, "prepare"):
             prepared = PreparedRequests()
             if llm is not None:

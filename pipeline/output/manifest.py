@@ -96,6 +96,19 @@ def latest_manifest(output_dir: Path) -> dict[str, Any] | None:
     return best[1] if best else None
 
 
+def dates_read_from(output_dir: Path, input_dir: Path) -> set[str]:
+    """The run dates whose runs read `input_dir`: where a file path of that folder names the same file."""
+    want, dates = str(input_dir.resolve()), set()
+    for p in manifest_paths(output_dir):
+        try:
+            m = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if m.get("input_dir") == want and m.get("run_date"):
+            dates.add(str(m["run_date"]))
+    return dates
+
+
 @dataclass
 class RunRecord:
     """What a run did, gathered as it goes; the manifest is built from it once every part is staged."""
@@ -115,6 +128,7 @@ class RunRecord:
     spooled_sources: frozenset[str] = frozenset()
     tokens: Counter[str] = field(default_factory=Counter)
     resumed_buckets: int = 0
+    errors_known: list[dict[str, Any]] = field(default_factory=list)  # met again, already published: not restaged
 
 
 def _staged_errors(staging: Staging) -> list[dict[str, Any]]:
@@ -172,7 +186,7 @@ def _layout_sources(files: list[dict[str, Any]]) -> dict[str, str]:
 def build_manifest(cfg: RunConfig, record: RunRecord, staging: Staging, llm: Any) -> dict[str, Any]:
     """The run's manifest (JSON-ready), from its record, its staged parts and the engine that ran it."""
     out_counts = {ds: sum(pq.ParquetFile(p).metadata.num_rows for p in parts) for ds, parts in staging.staged().items()}
-    errs = _staged_errors(staging)
+    errs = _staged_errors(staging) + record.errors_known  # the run's accounting counts both
     rec = reconcile(record, errs, out_counts)
     files = record.ingested.files.to_pylist()
     finished = dt.datetime.now(dt.timezone.utc)

@@ -45,6 +45,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.output.datasets import DATASETS, dataset_schema
+from pipeline.output.supersede import (
+    Supersede,
+    columns_for,
+    dictionary_columns,
+    retire_rule,
+)
 
 STAGING = "_staging"
 MANIFESTS = "manifests"
@@ -169,6 +175,20 @@ def unpublished(output_dir: Path, dataset: str, table: pa.Table) -> pa.Table:
     return table.filter(keep)
 
 
+def published_transactions_of(output_dir: Path, accounts: pa.Array, not_from: pa.Array, dates: set[str]
+                              ) -> Iterator[pa.Table]:
+    """Published transactions of these accounts, part by part, except those of the files `not_from` in the run
+    dates `dates` (the rows of an account's windows that this run did not read itself)."""
+    for part in published_parts(output_dir, "transactions"):
+        t = pq.read_table(part, filters=[("account", "in", accounts.to_pylist())]) if len(accounts) else None
+        if t is None or not t.num_rows:
+            continue
+        if part.parent.name.split("=", 1)[1] in dates:
+            t = t.filter(pc.invert(pc.is_in(t.column("source_file"), value_set=not_from)))
+        if t.num_rows:
+            yield t
+
+
 def published_ids(output_dir: Path, datasets: tuple[str, ...]) -> set[str]:
     """row_ids already published in these datasets (the already-done check)."""
     ids: set[str] = set()
@@ -233,6 +253,11 @@ class Staging:
                 writer.write_table(pa.Table.from_arrays([cols[f.name] for f in schema], schema=schema))
         os.replace(tmp, dest)
         _write_text(self.root / "done" / part, "")
+
+    @_output_io
+    def write_supersede(self, spec: Supersede, keep_ids: pa.Array) -> None:
+        """What the publish retires besides replaced row ids (pipeline.output.supersede); part of the commit."""
+        spec.write(self.root, keep_ids)
 
     def staged(self) -> dict[str, list[Path]]:
         return {ds: sorted((self.root / "parts" / ds).glob("*.parquet")) for ds in DATASETS}
@@ -330,14 +355,20 @@ def _part_name(ds: str, origin: str, row_ids: pa.Array | pa.ChunkedArray) -> str
 _ID_SLICE = 100_000
 
 
-def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: pa.Array) -> bool:
-    """The partition's next version in `build`: live parts without rows this run replaces, plus the new parts.
-    Unchanged parts are hard links, rewritten ones get content-addressed names. False if nothing would change."""
+def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: pa.Array,
+                     retire: Callable[[pa.Table], pa.Array] | None = None) -> bool:
+    """The partition's next version in `build`: live parts without rows this run replaces (same row id) or retires
+    (`retire`: pipeline.output.supersede), plus the new parts. Unchanged parts are hard links, rewritten ones get
+    content-addressed names. False if nothing would change."""
     live_parts = sorted(p for p in live.glob("*.parquet") if not p.name.startswith((".", "_"))) if live.is_dir() else []
     staged: list[tuple[Path, pa.Table | None]] = []
     changed = bool(new_parts)
     for part in live_parts:
-        replaced = pc.is_in(pq.read_table(part, columns=["row_id"]).column("row_id"), value_set=new_ids)
+        cols = (pq.read_table(part, columns=columns_for(ds), read_dictionary=dictionary_columns(ds))
+                if retire is not None else pq.read_table(part, columns=["row_id"]))
+        replaced = pc.is_in(cols.column("row_id"), value_set=new_ids)
+        if retire is not None:
+            replaced = pc.or_(replaced, retire(cols))
         if not pc.any(replaced).as_py():
             staged.append((part, None))
             continue
@@ -375,7 +406,8 @@ def _swap_in(live: Path, build: Path, spare: Path) -> None:
     _fsync_dir(live.parent)
 
 
-def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: pa.Array) -> None:
+def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: pa.Array,
+                       retire: Callable[[pa.Table], pa.Array] | None = None) -> None:
     """Publish one dataset partition's next version atomically. Idempotent: the built version's inode, recorded
     before the swap, tells a roll-forward whether the swap already happened."""
     build, spare, record = work / "next", work / "previous", work / "inode"
@@ -387,7 +419,7 @@ def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Pa
             _swap_in(live, build, spare)
     else:
         work.mkdir(parents=True, exist_ok=True)
-        if not _build_partition(live, build, ds, new_parts, new_ids):
+        if not _build_partition(live, build, ds, new_parts, new_ids, retire):
             return
         _write_text(record, str(build.stat().st_ino))
         _swap_in(live, build, spare)
@@ -413,6 +445,7 @@ def publish_committed(staging_root: Path, output_dir: Path) -> dict[str, Any]:
     commit = json.loads((staging_root / COMMIT).read_text())
     run_date = commit["run_date"]
     new_ids = pq.read_table(staging_root / "row_ids.parquet").column("row_id").combine_chunks()
+    supersede = Supersede.read(staging_root)
     for ds in DATASETS:
         target = output_dir / ds / f"run_date={run_date}"
         partitions = {target}
@@ -421,7 +454,8 @@ def publish_committed(staging_root: Path, output_dir: Path) -> dict[str, Any]:
         for live in sorted(partitions):
             parts = [(staging_root / src, Path(dest).name) for src, dest in commit["plan"].get(ds, [])] \
                 if live == target else []
-            _publish_partition(staging_root / "publish" / ds / live.name, live, ds, parts, new_ids)
+            retire = retire_rule(ds, live.name.split("=", 1)[1], *supersede) if supersede is not None else None
+            _publish_partition(staging_root / "publish" / ds / live.name, live, ds, parts, new_ids, retire)
     manifest_path = output_dir / MANIFESTS / f"run_date={run_date}" / f"manifest-{commit['run_key']}.json"
     _write_text(manifest_path, json.dumps(commit["manifest"], indent=1, default=str))
     _discard_staging(staging_root)

@@ -12,7 +12,7 @@ from `pipeline.plan.windows.window_facts` (polars); the model only classifies an
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -161,10 +161,11 @@ _FRAME_COLUMNS = ("tx_id", "account", "timestamp", "amount", "currency", "counte
 _SPOOL_BATCH_ROWS = 262_144
 
 
-def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spooled: Sequence[Any] = ()
-                        ) -> Iterator[pl.DataFrame]:
+def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spooled: Sequence[Any] = (),
+                        earlier: Iterable[pl.DataFrame] = ()) -> Iterator[pl.DataFrame]:
     """Every transaction of a run, slice by slice, with its row id as `tx_id`: the in-memory rows, then the
-    spool files of large logs (`pipeline.ingest.stream_log`) read batch by batch, never whole."""
+    spool files of large logs (`pipeline.ingest.stream_log`) read batch by batch, never whole, then `earlier`:
+    published rows of the same accounts from files this run did not read (already with `tx_id`)."""
     if transactions.num_rows:
         df = pl.from_arrow(transactions)
         ids = [transaction_row_id(file_sha[f], r) for f, r in zip(df["source_file"].to_list(),
@@ -173,6 +174,8 @@ def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spoole
     for s in spooled:
         for batch in pq.ParquetFile(s.path).iter_batches(batch_size=_SPOOL_BATCH_ROWS):
             yield pl.from_arrow(pa.Table.from_batches([batch])).rename({"row_id": "tx_id"}).select(_FRAME_COLUMNS)
+    for df in earlier:
+        yield df.select(_FRAME_COLUMNS)
 
 
 @dataclass
@@ -189,13 +192,14 @@ class _Member:
 
 
 def window_units(transactions: pa.Table, file_sha: dict[str, str], identity: RunIdentity,
-                 spooled: Sequence[Any] = ()) -> list[WorkUnit]:
+                 spooled: Sequence[Any] = (), earlier: Iterable[pl.DataFrame] = ()) -> list[WorkUnit]:
     """One unit per (account, month) window with the polars-computed facts the prompt states (`spooled`: the
-    spool files of logs read in batches, aggregated batch by batch with the rest)."""
+    spool files of logs read in batches, aggregated batch by batch with the rest; `earlier`: the published rows
+    of the same accounts from files this run did not read, so a window covers all its transactions)."""
     if transactions.num_rows == 0 and not spooled:
         return []
     partials, members = [], {}
-    for df in transaction_batches(transactions, file_sha, spooled):
+    for df in transaction_batches(transactions, file_sha, spooled, earlier):
         partials.append(window_partials(df))
         keyed = df.select("account", "source_file", "tx_id",
                           pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start"))
