@@ -17,7 +17,7 @@ from pipeline.grounding.spans import party_candidates
 # v2.4: a window's flags and risk level bounded by its non-zero counts (pipeline.grounding.windows);
 # v3: candidates tiered by the label they sit under (pipeline.grounding.choices), doc type and issuer candidates,
 # the date order and currency of the document's country
-GROUNDING_VERSION = "ground-v4"
+GROUNDING_VERSION = "ground-v5"  # v5: instruction-like passages removed from what the model reads
 """Part of every model row's id: new scanners can change what the model may answer."""
 
 CHOICE_FIELDS = ("doc_type", "issuer", "reference", "date", "currency", "amount")

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from pipeline.errors import ERROR_ARROW_SCHEMA, ErrorRecord
 from pipeline.grounding import field_confidence, is_grounded
+from pipeline.grounding.injection import INSTRUCTIONS_REMOVED
 from pipeline.grounding.numbers import unsupported_numbers
 from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
 from pipeline.grounding.schema import NEVER_CONFIDENT
@@ -198,8 +199,8 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
                    prompt_tokens_full=item.original_tokens, extraction_method="model",
                    grounded=is_grounded(fields, item.visible_text), field_logprobs=logprobs)
         confident = field_confidence(fields, item.visible_text, ocr=bool(unit.context.get("ocred_pages")))
-        row.update(field_confident=confident, needs_review=not all(v for k, v in confident.items()
-                                                                    if k not in NEVER_CONFIDENT))
+        row.update(field_confident=confident, needs_review=bool(unit.context.get(INSTRUCTIONS_REMOVED)) or not all(
+            v for k, v in confident.items() if k not in NEVER_CONFIDENT))
     elif unit.kind == "section":
         row.update({k: v for k, v in unit.context.items() if k in filing_sections_schema().names})
         fields["key_points"] = list(dict.fromkeys(fields["key_points"]))  # an item chosen twice is one point

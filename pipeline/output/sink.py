@@ -17,7 +17,8 @@ Protocol:
 2. `commit(manifest)`: writes the publish plan (`COMMIT.json`) atomically. From then on the run
    counts as done, and `recover()` can finish its publication after a crash.
 3. publish, per dataset partition it changes: the partition's next version is built beside the live one
-   (unchanged parts hard-linked, parts holding replaced row_ids rewritten without them, the new parts added),
+   (unchanged parts hard-linked, parts holding replaced row_ids or rows the run retires — older versions of the
+   files it read, `pipeline.output.supersede` — rewritten without them, the new parts added),
    then swapped in by one atomic rename (renameat2 RENAME_EXCHANGE; two renames where the filesystem cannot).
    A reader sees the old version or the new one, never a mix. The manifest is written last; the staging
    directory is renamed out of the recovery scan before it is deleted. Each step is idempotent, so rolling

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import schemas
 from pipeline import grounding
 from pipeline.config import RunConfig
+from pipeline.grounding.injection import INSTRUCTIONS_REMOVED, remove_instructions
 from pipeline.identity import RunIdentity, stable_id
 from pipeline.ingest import einvoice, filing_cover, pdf_text
 from pipeline.ingest.einvoice import einvoice_fields
@@ -151,7 +152,11 @@ def document_units(documents: pa.Table, identity: RunIdentity, extraction: str =
         xml = row.get("einvoice_xml")
         fields = einvoice_fields(xml) if extraction == "auto" and xml else None
         row_id = einvoice_row_id(row["doc_id"]) if fields else document_row_id(row["doc_id"], identity)
-        units.append(WorkUnit(row_id=row_id, kind="document", source_files=[row["source_file"]], text=row["text"],
+        # what the model reads and its candidates come from: the text without instruction-like passages
+        cleaned = remove_instructions(row["text"])
+        if cleaned.removed:
+            context[INSTRUCTIONS_REMOVED] = len(cleaned.removed)
+        units.append(WorkUnit(row_id=row_id, kind="document", source_files=[row["source_file"]], text=cleaned.text,
                               context=context, extracted=fields))
     return units
 
