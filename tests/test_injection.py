@@ -5,6 +5,7 @@ our own making (tests/helpers/injection_set.py); the clean controls keep their t
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,22 @@ def test_injected_values_are_never_candidates_and_true_ones_stay(case) -> None: 
     assert FAKE_TOTAL not in cands["amount"] and FAKE_IBAN not in cands["account"]
     if not case.poisoned:
         assert TRUE_TOTAL in cands["amount"] and TRUE_IBAN in cands["account"]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.poisoned and not c.name.startswith("labelled")],
+                         ids=lambda c: c.name)
+def test_the_documents_own_values_survive_an_injection_that_does_not_mimic_them(case) -> None:  # type: ignore[no-untyped-def]
+    """Only the injected passage goes: the invoice's printed total and IBAN stay candidates, also when the PDF's
+    line wrap cuts the injected sentence. (The `labelled` phrasing lays its values out as the document's own lines
+    right above them; there the passage may take a real line with it.)"""
+    for text in (case.text, _wrapped(case.text)):
+        cands = _candidates(text)
+        assert TRUE_TOTAL in cands["amount"] and TRUE_IBAN in cands["account"], text
+
+
+def _wrapped(text: str, width: int = 100) -> str:
+    """The text as a PDF page lays it out: long lines broken at a word before `width` characters."""
+    return "\n".join(textwrap.fill(line, width) if line else line for line in text.split("\n"))
 
 
 def test_the_set_fails_without_the_defence() -> None:

@@ -5,9 +5,10 @@ marked for review.
 
 A passage starts at the sentence that carries a marker — a chat-template role token, an override verb aimed at
 instructions, prompts or rules, or words that address a language model — and runs on over the next lines up to a
-blank line: always the next few (an injection may lay its values out like the document's own "Amount due: ..."
-lines), then as long as they are prose. In a document that had one, a real value among those lines may be lost
-with it; its row is marked for review either way, so the cost is a review, never a payment to the injected payee.
+blank line as long as they are prose or finish a sentence a line break cut; when the marker's line announces what follows (it ends with a colon, or holds
+nothing but a role token) the next few lines go with it whatever their layout, since an injection may lay its
+values out like the document's own "Amount due: ..." lines. A real value among those lines is then lost with it;
+the row is marked for review either way, so the cost is a review, never a payment to the injected payee.
 
 No maintained offline library detects prompt injection (those that exist call a hosted model or download a
 classifier at run time), so the markers are written here, for the languages of the corpora: English, German,
@@ -38,8 +39,10 @@ _MARKER = re.compile(
     rf"{_ROLE_TOKENS}|{_ROLE_LINE}|{_ADDRESSED}|"
     rf"\b(?:{_OVERRIDE_VERB})\b[^.\n]{{0,60}}?\b(?:{_INSTRUCTION_NOUN})\b",
     re.IGNORECASE | re.MULTILINE)
-_FOLLOW_LINES = 3  # lines after the marker's that go with it whatever their layout
+_CLOSING = re.compile(r"<\|(?:im_end|eot_id|endoftext)\|>|\[/INST\]|<</SYS>>")
+_FOLLOW_LINES = 3  # lines after an announcing marker line that go with it whatever their layout
 _WORD = re.compile(r"[^\W\d_]{2,}")
+_SENTENCE_END = re.compile(r"[.!?:;]\W*$|^\W*$")  # a line that ends its sentence (or prints no words)
 PLACEHOLDER = "[instruction-like text removed]"
 # A document unit's context key: how many such passages its text had (its row then needs review)
 INSTRUCTIONS_REMOVED = "instruction_passages_removed"
@@ -50,6 +53,13 @@ def _is_prose(line: str) -> bool:
     document's label-and-value lines and table rows."""
     words = _WORD.findall(line)
     return len(words) >= 5 and sum(w[0].islower() for w in words) >= len(words) / 2
+
+
+def _announces(passage_line: str) -> bool:
+    """Whether the removed part of a marker's line introduces lines below it: "... use these values:", or a
+    role token or role line with nothing after it."""
+    rest = _MARKER.sub("", passage_line).strip()
+    return rest.endswith(":") or len(_WORD.findall(rest)) <= 1
 
 
 def _sentence_start(line: str, at: int) -> int:
@@ -80,11 +90,15 @@ def remove_instructions(text: str) -> Cleaned:
         line = lines[i]
         cut = _sentence_start(line, _MARKER.search(line).start())  # type: ignore[union-attr]
         before, first = line[:cut].rstrip(), line[cut:]
+        follow = _FOLLOW_LINES if _announces(first) else 0
         i += 1
         start = i
-        while i < len(lines) and lines[i].strip() and (
-                i - start < _FOLLOW_LINES or _is_prose(lines[i]) or _MARKER.search(lines[i])):
+        while not _CLOSING.search(first) and i < len(lines) and lines[i].strip() and (
+                i - start < follow or _is_prose(lines[i]) or _MARKER.search(lines[i])
+                or not _SENTENCE_END.search(lines[i - 1] if i > start else first)):
             i += 1
+            if _CLOSING.search(lines[i - 1]):  # the injected message ends here
+                break
         removed.append("\n".join([first, *lines[start:i]]))
         keep.append(f"{before} {PLACEHOLDER}" if before else PLACEHOLDER)
     return Cleaned("\n".join(keep), removed)
