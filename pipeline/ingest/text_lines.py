@@ -15,3 +15,17 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 def physical_lines(text: str, keepends: bool = False) -> list[str]:
     lines = _LINE.findall(text)
     return lines if keepends else [ln.rstrip("\r\n") for ln in lines]
+
+
+
+def line_numbers(text: str | bytes, offsets: list[int]) -> list[int]:
+    """The 1-based line (counted at LF) of each offset into `text`, in one pass over the text: counting from the
+    start for each offset is quadratic in a long statement's entries."""
+    newline = "\n" if isinstance(text, str) else b"\n"
+    result = [0] * len(offsets)
+    line, at = 1, 0
+    for k in sorted(range(len(offsets)), key=offsets.__getitem__):
+        line += text.count(newline, at, offsets[k])  # type: ignore[arg-type]
+        at = offsets[k]
+        result[k] = line
+    return result

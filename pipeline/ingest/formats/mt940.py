@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from pipeline.ingest.formats.statement import Entry, Statement, clean, require_entries
 from pipeline.ingest.tabular import NotATable, decode_candidates
+from pipeline.ingest.text_lines import line_numbers
 
 SUFFIXES = frozenset({".sta", ".mt940", ".940", ".swi"})
 _START = re.compile(rb"^\s*(\{1:|:20:|:940:)", re.MULTILINE)
@@ -56,7 +57,7 @@ def read(data: bytes) -> Statement:
         parsed.parse(text)
     except Exception as exc:  # the library raises ValueError, KeyError, RuntimeError on malformed tags
         raise NotATable(f"unreadable MT940: {type(exc).__name__}: {exc}") from exc
-    tag_lines = [text.count("\n", 0, m.start()) + 1 for m in _TAG61.finditer(text)]
+    tag_lines = line_numbers(text, [m.start() for m in _TAG61.finditer(text)])
     if len(tag_lines) != len(parsed.transactions):  # cannot tie entries to lines: count them instead
         tag_lines = list(range(1, len(parsed.transactions) + 1))
         unit = "transaction record"

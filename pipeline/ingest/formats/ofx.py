@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from pipeline.ingest.formats.statement import Entry, Statement, clean, require_entries
 from pipeline.ingest.tabular import NotATable
+from pipeline.ingest.text_lines import line_numbers
 
 SUFFIXES = frozenset({".ofx", ".qfx"})
 _FITID = re.compile(r"<FITID>\s*([^<\r\n]+)", re.IGNORECASE)
@@ -59,13 +60,37 @@ def with_line_ids(data: bytes) -> bytes:
     """Every STMTTRN without a FITID given its own line as a stand-in id: ofxparse drops a transaction that has
     no FITID, and the id is only used here to find the transaction's line in the file."""
 
+    found = list(_TRANSACTION.finditer(data))
+    lines = dict(zip((m.start() for m in found), line_numbers(data, [m.start() for m in found]), strict=True))
+
     def fill(m: re.Match[bytes]) -> bytes:
         if re.search(rb"<FITID>", m.group(1), re.IGNORECASE):
             return m.group(0)
-        line = data.count(b"\n", 0, m.start()) + 1
-        return b"<STMTTRN><FITID>" + f"{_LINE_ID}{line}".encode() + m.group(0)[len(b"<STMTTRN>"):]
+        return b"<STMTTRN><FITID>" + f"{_LINE_ID}{lines[m.start()]}".encode() + m.group(0)[len(b"<STMTTRN>"):]
 
     return _TRANSACTION.sub(fill, data)
+
+
+_TAG = re.compile(rb"(</?[A-Za-z0-9_.]+>)")
+
+
+def close_leaf_tags(data: bytes) -> bytes:
+    """OFX 1.x with every leaf element closed where the next tag begins, as ofxparse's own preprocessing does
+    before it parses. Done here first because ofxparse (0.21) checks each open tag against a *list* of the file's
+    closing tags: quadratic in the transactions (a 16 MiB export took many minutes). On a file whose elements are
+    all closed its check stops at the first match, early in the list."""
+    closed = {m.upper() for m in re.findall(rb"</([A-Za-z0-9_.]+)>", data)}
+    out: list[bytes] = []
+    pending: bytes | None = None
+    for i, token in enumerate(_TAG.split(data)):  # odd positions hold the tags
+        if i % 2 or (token.startswith(b"<") and not token.startswith(b"<!")):  # a tag, or a <?...?> instruction
+            if pending is not None:
+                out.append(b"</" + pending + b">")
+                pending = None
+            if i % 2 and not token.startswith(b"</") and token[1:-1].upper() not in closed:
+                pending = token[1:-1]
+        out.append(token)
+    return b"".join(out)  # a leaf open at the very end stays open, as ofxparse leaves it
 
 
 def read(data: bytes) -> Statement:
@@ -80,7 +105,7 @@ def read(data: bytes) -> Statement:
         def parseOfxDateTime(cls, ofxDateTime):  # type: ignore[no-untyped-def]  # noqa: N802, N803 (its API)
             return super().parseOfxDateTime(_TZ_SUFFIX.sub("", ofxDateTime.strip()))
 
-    data = with_line_ids(repair_empty_tags(data))
+    data = close_leaf_tags(with_line_ids(repair_empty_tags(data)))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
