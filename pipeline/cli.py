@@ -21,6 +21,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pydantic import ValidationError
     from rich.console import Console
+    from rich.markup import escape
+
+    from engine.errors import ModelLoadError
 
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.config import (
@@ -57,7 +60,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             **({"section_tokens": args.section_tokens} if args.section_tokens else {}),
         )
     except (ValidationError, ValueError) as exc:
-        console.print(f"[red]invalid arguments:[/red] {exc}")
+        console.print(f"[red]invalid arguments:[/red] {escape(one_line(exc))}", soft_wrap=True)
         return 2
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.models import is_adapter
@@ -71,20 +74,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         summary = run_pipeline(cfg)
     except OutputError as exc:  # disk full, read-only, not a directory: one line, staged work kept for a re-run
-        console.print(f"[red]run failed:[/red] {exc}", soft_wrap=True)
+        console.print(f"[red]run failed:[/red] {escape(str(exc))}", soft_wrap=True)
         return 4
+    except ModelLoadError as exc:  # not a checkpoint, a truncated GGUF, an unsupported architecture
+        console.print(f"[red]model not usable:[/red] {escape(str(exc))}", soft_wrap=True)
+        return 2
     except RuntimeError as exc:
-        console.print(f"[red]run failed:[/red] {exc}", soft_wrap=True)
+        console.print(f"[red]run failed:[/red] {escape(str(exc))}", soft_wrap=True)
         return 1
     console.print(run_summary_table(summary.manifest))
     return 0 if summary.reconciliation["balanced"] else 3
+
+
+def one_line(exc: Exception) -> str:
+    """A validation error as one line ("input_dir: input directory not found: /x; limit: ..."), not pydantic's
+    multi-line report with its documentation links."""
+    from pydantic import ValidationError  # noqa: PLC0415 - lazy, like every command's modules
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: "
+                         f"{str(e['msg']).removeprefix('Value error, ')}" for e in exc.errors())
+    return " ".join(str(exc).split())
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.output.report import inspect_output
 
-    return inspect_output(Path(args.output))
+    return inspect_output(Path(args.output_opt or args.output))
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -214,6 +231,7 @@ def _add_models(sub: Any) -> None:
 def _add_inspect(sub: Any) -> None:
     p = sub.add_parser("inspect", help="show what a run produced: partitions, row counts, errors, last manifest")
     p.add_argument("output", nargs="?", default="output", help="output directory (default ./output)")
+    p.add_argument("--output", dest="output_opt", metavar="DIR", help="the same, named as `run` names it")
     p.set_defaults(func=_cmd_inspect)
 
 
@@ -280,6 +298,7 @@ def add_limit_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pipeline", description="Offline batch LLM pipeline for financial documents.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     _add_inspect(sub)
@@ -292,6 +311,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        return version("finllm-pipeline")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+INTERRUPTED = 130  # the shell's code for a command ended by SIGINT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     configure_cpu_threads()  # the engine's OpenMP waiting default, before any command loads torch
     parser = build_parser()
@@ -301,7 +332,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: what a run staged is kept, a partition is published whole or not at all
+        print(f"\ninterrupted: `pipeline {args.command}` stopped; work already staged is kept and the same command "
+              "resumes it", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":
