@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import RunConfig
-from pipeline.run import run_pipeline
 from pipeline.output.sink import read_dataset
+from pipeline.run import run_pipeline
 from tests.helpers.fake_llm import FakeLLM
 
 
@@ -122,6 +122,46 @@ def test_file_size_page_and_text_limits_are_error_rows(tmp_path: Path) -> None:
     assert errs == {"big.csv": ("FileTooLarge", "file"), "pages.pdf": ("TooManyPages", "document"),
                     "wordy.pdf": ("TextTooLong", "document")}
     assert res.documents.column("source_file").to_pylist() == ["fine.pdf"] and res.transactions.num_rows == 1
+
+
+def test_a_log_read_whole_must_fit_the_parsers_memory_limit(tmp_path: Path) -> None:
+    """The size a whole-read log may have follows from the worker's memory limit and its format's measured peak
+    per byte: a JSON export whose parse would not fit is refused before it is parsed, naming the memory limit;
+    the same records as a delimited log are read in batches, and a small JSON export still reads."""
+    import json
+
+    from pipeline.ingest import IngestLimits, ingest
+
+    records = [{"date": f"2024-03-{1 + i % 28:02d}", "amount": f"-{i}.50", "currency": "EUR",
+                "description": f"card payment {i}"} for i in range(3000)]
+    (tmp_path / "big.json").write_text(json.dumps({"transactions": records}))
+    (tmp_path / "small.json").write_text(json.dumps({"transactions": records[:3]}))
+    (tmp_path / "big.csv").write_text(HEADER + "".join(
+        f"{r['date']},{r['amount']},EUR,Shop,{r['description']},ACC-1\n" for r in records))
+    limits = IngestLimits(max_worker_memory_bytes=130 << 20, stream_log_bytes=100_000)
+    res = ingest(tmp_path, limits=limits)
+    errs = {e["source_file"]: e for e in res.errors.to_pylist()}
+    assert set(errs) == {"big.json"}
+    assert errs["big.json"]["error_class"] == "FileTooLarge" and "--max-worker-memory-mb" in errs["big.json"]["message"]
+    rows = {f["source_file"]: f["n_rows"] for f in res.files.to_pylist()}
+    assert rows == {"big.csv": 3000, "small.json": 3, "big.json": 0}
+
+
+def test_every_log_format_has_a_measured_peak() -> None:
+    from pipeline.ingest import formats
+    from pipeline.ingest.limits import (
+        WHOLE_READ_PEAK_PER_BYTE,
+        WHOLE_READ_SECONDS_PER_MIB,
+        IngestLimits,
+    )
+
+    names = {r.__name__.rsplit(".", 1)[-1] for r in formats.READERS}
+    assert set(WHOLE_READ_PEAK_PER_BYTE) == names | {"parquet", "json", "jsonl", "delimited"}
+    assert set(WHOLE_READ_SECONDS_PER_MIB) <= set(WHOLE_READ_PEAK_PER_BYTE)
+    limits = IngestLimits()
+    mib64 = 64 << 20
+    assert limits.seconds_for(mib64, "ofx") == limits.parse_seconds + 64 * WHOLE_READ_SECONDS_PER_MIB["ofx"]
+    assert limits.seconds_for(mib64, "delimited") == limits.seconds_for(mib64) == limits.parse_seconds + 64 * 3.0
 
 
 def test_limits_are_set_from_the_cli(tmp_path: Path) -> None:

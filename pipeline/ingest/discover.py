@@ -18,7 +18,7 @@ from pipeline.identity import file_sha256, sha256_bytes
 from pipeline.ingest.einvoice import is_einvoice_xml
 from pipeline.ingest.facts import facts_to_table
 from pipeline.ingest.layout_question import LayoutQuestion
-from pipeline.ingest.limits import IngestLimits
+from pipeline.ingest.limits import IngestLimits, whole_read_peak
 from pipeline.ingest.markup import HTML_SUFFIXES, MARKDOWN_SUFFIXES, is_sgml_submission
 from pipeline.ingest.ocr import engine
 from pipeline.ingest.pdf import (
@@ -33,6 +33,7 @@ from pipeline.ingest.transactions import (
     content_suffix,
     file_unit_id,
     is_streamable,
+    log_format,
     rows_to_table,
 )
 from pipeline.ingest.worker import (
@@ -266,8 +267,17 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
         file_error("FileTooLarge", f"{size:,} bytes, over the limit of {limits.max_file_bytes:,} (max_file_bytes; "
                    "raise it with --max-file-mb, or split the file)")
         return
+    budget = None
+    if kind == "transactions" and not streamed:
+        fmt = log_format(rel, head)
+        if (need := whole_read_peak(fmt, size)) > limits.max_worker_memory_bytes:
+            file_error("FileTooLarge", f"{size:,} bytes of {fmt} are read whole, which needs about {need >> 20:,} "
+                       f"MiB, over the parser's limit of {limits.max_worker_memory_bytes >> 20:,} MiB "
+                       "(raise it with --max-worker-memory-mb, or split the file)")
+            return
+        budget = limits.seconds_for(size, fmt)
     parsed = worker.parse(FileTask(kind, str(path), rel, sha, reader.default_currency, reader.profiles,
-                                   spool_dir=str(reader.spool_dir.path) if streamed else None), size)
+                                   spool_dir=str(reader.spool_dir.path) if streamed else None), size, budget)
     if not isinstance(parsed, FileFailure) and _state(path) != state:  # grown, rewritten or replaced since hashed
         parsed = changed_since_hashed()
     if isinstance(parsed, FileFailure):

@@ -8,6 +8,27 @@ from pydantic import BaseModel, ConfigDict, Field
 MIB = 1 << 20
 
 
+# What the parser process peaks at when it reads a transaction log of each format whole, per byte of the file,
+# measured with scripts/parser_peak.py on made-up logs of typical records (docs/bench/parser-memory.md) and
+# rounded up. A whole-read log whose estimate exceeds the worker's memory limit is refused before it is parsed
+# (FileTooLarge, naming both limits): the size limit follows from the memory limit instead of contradicting it.
+# Delimited logs over `stream_log_bytes` are read in batches and have no such bound. Files of unusually short
+# records can still exceed the estimate; the worker's own memory check (MemoryLimit) stays the backstop.
+WHOLE_READ_PEAK_PER_BYTE: dict[str, float] = {
+    "delimited": 30.0, "json": 16.0, "jsonl": 18.0, "parquet": 110.0, "ofx": 85.0, "camt": 22.0,
+    "mt940": 42.0, "qif": 55.0, "excel": 50.0, "html_table": 35.0,
+}
+WORKER_BASE_BYTES = 128 * MIB  # the parser process with its readers loaded, before its first file
+# Formats whose whole read is slower than `parse_seconds_per_mib` allows (same measurement, twice the time
+# measured on a busy 2-core machine): their time limit grows at this rate instead.
+WHOLE_READ_SECONDS_PER_MIB: dict[str, float] = {"ofx": 10.0}
+
+
+def whole_read_peak(fmt: str, size_bytes: int) -> int:
+    """The estimated peak resident memory of the parser process reading a `fmt` log of `size_bytes` whole."""
+    return WORKER_BASE_BYTES + int(WHOLE_READ_PEAK_PER_BYTE[fmt] * size_bytes)
+
+
 class IngestLimits(BaseModel):
     """Per-file limits. The defaults admit every realistic statement, invoice or daily log; raise them for
     unusual inputs (`pipeline run --max-file-mb ...`)."""
@@ -32,5 +53,7 @@ class IngestLimits(BaseModel):
     isolate: bool = Field(default=True, description="parse in a worker process (False: in-process, no time or "
                                                     "memory bound; for debugging)")
 
-    def seconds_for(self, size_bytes: int) -> float:
-        return self.parse_seconds + self.parse_seconds_per_mib * size_bytes / MIB
+    def seconds_for(self, size_bytes: int, fmt: str | None = None) -> float:
+        """The time allowed to parse a file (`fmt`: the format a transaction log is read whole as)."""
+        per_mib = max(self.parse_seconds_per_mib, WHOLE_READ_SECONDS_PER_MIB.get(fmt or "", 0.0))
+        return self.parse_seconds + per_mib * size_bytes / MIB

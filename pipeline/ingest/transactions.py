@@ -595,11 +595,29 @@ def unreadable_log(exc: NotATable, data: bytes, source_file: str, sha: str, ask:
     return TransactionFile(errors=[err], question=question)
 
 
+def log_format(source_file: str, head: bytes) -> str:
+    """The format a transaction log will be read as, from its name and first bytes: a bank format's reader
+    (`ofx`, `camt`, `mt940`, `qif`, `excel`, `html_table`), `parquet`, `json`, `jsonl` or `delimited`."""
+    suffix = PurePosixPath(source_file).suffix.lower()
+    reader = formats.reader_for(suffix, head[:4096])
+    if reader is not None:
+        return reader.__name__.rsplit(".", 1)[-1]
+    if head.startswith(_PARQUET_MAGIC):
+        return "parquet"
+    if suffix not in TRANSACTION_SUFFIXES:
+        suffix = content_suffix(head[:_HEAD_BYTES]) or suffix
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    if suffix in JSON_SUFFIXES:
+        return "json" if suffix == ".json" else "jsonl"
+    return "delimited"
+
+
 def is_streamable(source_file: str, head: bytes) -> bool:
     """Whether a log is a delimited text export (not a bank format, Parquet or JSON): the kind read in batches
     when it is large (`pipeline.ingest.stream_log`)."""
     suffix = PurePosixPath(source_file).suffix.lower()
-    if formats.reader_for(suffix, head[:4096]) is not None or head.startswith(_PARQUET_MAGIC):
+    if log_format(source_file, head) != "delimited":
         return False
     if suffix in DELIMITED_SUFFIXES:
         return True
