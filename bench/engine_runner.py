@@ -94,20 +94,21 @@ def run_engine_step(job: BenchJob, workload: Workload, step: LadderStep) -> Syst
     for r, out in zip(workload.requests, outs, strict=True):
         if out.index != r.index:
             raise RuntimeError(f"engine returned output {out.index} at position {r.index}: outputs out of input order")
-        if out.finish_reason == "error" or len(out.token_ids) != r.output_len:
-            raise RuntimeError(f"engine request {r.index}: finish_reason={out.finish_reason!r} error={out.error!r}, "
-                               f"{len(out.token_ids)} tokens, expected {r.output_len}")
+        sample = out.outputs[0]
+        if sample.finish_reason == "error" or len(sample.token_ids) != r.output_len:
+            raise RuntimeError(f"engine request {r.index}: finish_reason={sample.finish_reason!r} error={out.error!r}, "
+                               f"{len(sample.token_ids)} tokens, expected {r.output_len}")
         m = out.metrics
         records.append(
             RequestRecord(
                 index=r.index,
                 prompt_tokens=len(r.prompt_token_ids),
-                output_tokens=len(out.token_ids),
+                output_tokens=len(sample.token_ids),
                 ttft_s=m.ttft,
                 e2e_s=m.e2e,
                 tpot_s=m.tpot,
                 cached_tokens=int(m.num_cached_tokens),
-                token_ids=list(out.token_ids),
+                token_ids=list(sample.token_ids),
             )
         )
     delta = stats_delta(before, after)

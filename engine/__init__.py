@@ -1,6 +1,7 @@
 """A throughput-tuned offline LLM engine: continuous batching over a paged KV cache.
 
-Public API: `LLM`, `SamplingParams`, `RequestOutput`; `load_tokenizer` and `export_hf_checkpoint` for checkpoints
+Public API, shaped as vLLM's offline one: `LLM`, `SamplingParams`, `RequestOutput` (with `outputs`:
+`CompletionOutput`s, `Logprob`s); `load_tokenizer` and `export_hf_checkpoint` for checkpoints
 (Hugging Face directories or GGUF files); `EngineConfig`/`EngineSettings` (every engine setting, one default each)
 with `add_engine_args`/`engine_overrides` for command lines; `configure_cpu_threads` for programs that run it on
 CPU. The engine knows nothing about documents or orchestration.
@@ -15,13 +16,14 @@ from engine.cpu_runtime import configure_cpu_threads
 _API = {
     "EngineError": "engine.errors", "ModelLoadError": "engine.errors", "LLM": "engine.llm",
     "export_hf_checkpoint": "engine.models.export", "load_tokenizer": "engine.models.export",
-    "RequestMetrics": "engine.outputs", "RequestOutput": "engine.outputs",
+    "RequestMetrics": "engine.outputs", "RequestOutput": "engine.outputs", "CompletionOutput": "engine.outputs",
+    "Logprob": "engine.outputs",
     "quantize_checkpoint": "engine.quantization", "SamplingParams": "engine.sampling_params",
     "SpeculativeConfig": "engine.speculative.config", "EngineConfig": "engine.config",
     "EngineSettings": "engine.config", "add_engine_args": "engine.args", "engine_overrides": "engine.args",
 }
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint",
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint",
            "load_tokenizer", "export_hf_checkpoint", "SpeculativeConfig", "EngineConfig", "EngineSettings",
            "configure_cpu_threads", "add_engine_args", "engine_overrides"]
 

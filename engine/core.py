@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from engine.block_manager import BlockManager
-from engine.outputs import RequestOutput
+from engine.outputs import CompletionOutput, RequestOutput, token_logprobs
 from engine.runner import Runner
 from engine.sampler import sample
 from engine.scheduler import Scheduler
@@ -76,12 +76,13 @@ class EngineCore:
         now = time.perf_counter()
         self.counters.steps += 1
         logprobs = result.logprobs or [[] for _ in result.tokens]
-        for seq, count, toks, error, lps in zip(inputs.sampling_seqs, inputs.sample_counts, result.tokens,
-                                                result.errors, logprobs):
+        tops = result.top_logprobs or [[] for _ in result.tokens]
+        for seq, count, toks, error, lps, top in zip(inputs.sampling_seqs, inputs.sample_counts, result.tokens,
+                                                     result.errors, logprobs, tops):
             if error is not None:
                 self._set_finish(seq, "error", now, error)
             else:
-                self._resolve(seq, toks, count - 1, now, lps)
+                self._resolve(seq, toks, count - 1, now, lps, top)
         done = []
         for seq in batch.seqs:
             if seq.draft_ids:  # the budget cut its verify step short: drafts are proposed again if at all
@@ -96,7 +97,7 @@ class EngineCore:
         return finished
 
     def _resolve(self, seq: Sequence, sampled: list[int], verified: int, now: float,
-                 logprobs: list[float] | None = None) -> None:
+                 logprobs: list[float] | None = None, top: list[list[tuple[int, float]]] | None = None) -> None:
         """Accept the sampled tokens of one sequence: sampled[j] follows draft j - 1, so the tokens up to and
         including the first one that differs from its draft are the target's own (greedy verification; rejection
         sampling never resamples a rejected draft, so the same rule holds); the KV of rejected drafts is rolled
@@ -117,6 +118,8 @@ class EngineCore:
             seq.append([tok])
             if logprobs:
                 seq.output_logprobs.append(logprobs[j])
+            if top and seq.params.logprobs:
+                seq.output_top_logprobs.append(top[j])
             self.counters.output_tokens += 1
             stop = self.stop_checker.check(seq, tok)
             if stop is not None:
@@ -142,13 +145,10 @@ class EngineCore:
         text = self.tokenizer.decode(seq.output_ids) if seq.output_ids else ""
         if seq.stop_text_end is not None:
             text = text[: seq.stop_text_end]
-        return RequestOutput(
-            index=seq.index,
-            prompt_token_ids=seq.prompt_ids,
-            token_ids=seq.output_ids,
-            text=text,
-            finish_reason=seq.finish_reason or "error",
-            error=seq.error,
-            metrics=m,
-            logprobs=list(seq.output_logprobs) if seq.params.logprobs else None,
-        )
+        completion = CompletionOutput(
+            index=seq.sample_index, text=text, token_ids=seq.output_ids, finish_reason=seq.finish_reason or "error",
+            logprobs=(token_logprobs(seq.output_ids, seq.output_logprobs, seq.output_top_logprobs, self.tokenizer)
+                      if seq.params.logprobs is not None else None),
+            cumulative_logprob=sum(seq.output_logprobs) if seq.params.logprobs is not None else None)
+        return RequestOutput(index=seq.index, prompt_token_ids=seq.prompt_ids, outputs=[completion], error=seq.error,
+                             metrics=m)

@@ -7,6 +7,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from collections.abc import Sequence as Seq
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ from engine.build import build_engine
 from engine.config import EngineConfig
 from engine.distributed.block_manager import ShardedBlockManager
 from engine.outputs import RequestMetrics, RequestOutput
+from engine.registry import ADAPTERS, REGISTRY, model_parts, resolve_model
 from engine.sampling_params import SamplingParams, request_seed
 from engine.sequence import Sequence
 
@@ -25,6 +27,7 @@ class LLM:
     `LLM("path/to/model", dtype="float32", max_num_seqs=64)`; unknown names fail with one message naming them."""
 
     def __init__(self, model: str | os.PathLike[str], **settings: Any) -> None:
+        model, settings = _resolve_model(model, settings)
         engine = build_engine(EngineConfig.build(model, **settings))
         self._engine = engine
         self.config = engine.config
@@ -141,11 +144,25 @@ class LLM:
         return self._structured
 
     # ------------------------------------------------------------------------------------------------------------
+    def get_tokenizer(self) -> Any:
+        return self.tokenizer
+
+    def chat(self, messages: Seq[dict[str, str]] | Seq[Seq[dict[str, str]]],
+             sampling_params: SamplingParams | Seq[SamplingParams] | None = None, use_tqdm: bool = True,
+             add_generation_prompt: bool = True) -> list[RequestOutput]:
+        """vLLM's `LLM.chat`: one conversation (a list of {"role", "content"} messages) or a list of them, rendered
+        with the model's chat template."""
+        if not messages:
+            raise ValueError("messages is empty: nothing to generate")
+        conversations = [messages] if isinstance(messages[0], dict) else list(messages)  # type: ignore[list-item]
+        prompts = [self.tokenizer.encode_chat(list(c), add_generation_prompt) for c in conversations]  # type: ignore[arg-type]
+        return self.generate(prompts, sampling_params, use_tqdm)
+
     def _make_sequences(
         self, prompts: Seq[str] | Seq[Seq[int]], params: SamplingParams | Seq[SamplingParams] | None
     ) -> list[Sequence]:
-        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Seq):
-            raise TypeError("prompts must be a list of strings or a list of token-id lists")
+        if not isinstance(prompts, Seq) or isinstance(prompts, bytes):
+            raise TypeError("prompts must be a string, a list of strings or a list of token-id lists")
         if len(prompts) == 0:
             raise ValueError("prompts is empty: nothing to generate")
         if params is None:
@@ -173,16 +190,18 @@ class LLM:
                     raise ValueError(f"prompt {i} has token ids outside the vocabulary [0, {vocab}): {bad[:5]}")
             if not ids:
                 raise ValueError(f"prompt {i} is empty")
-            gen = None
-            if not p.greedy:
-                seed = p.seed if p.seed is not None else request_seed(self.config.seed, ids, p)
-                gen = torch.Generator(device=self.device).manual_seed(seed)
-            seq = Sequence(index=i, prompt_ids=ids, params=p, metrics=RequestMetrics(arrival_time=now), generator=gen)
-            problem = self._request_problem(seq)
-            if problem is not None:
-                seq.finish_reason = "error"
-                seq.error = problem
-            seqs.append(seq)
+            for j in range(p.n):  # samples of one prompt: seeds seed, seed + 1, ...; the prompt's KV is shared
+                gen = None
+                if not p.greedy:
+                    seed = (p.seed if p.seed is not None else request_seed(self.config.seed, ids, p)) + j
+                    gen = torch.Generator(device=self.device).manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
+                seq = Sequence(index=i, prompt_ids=ids, params=p, metrics=RequestMetrics(arrival_time=now),
+                               generator=gen, sample_index=j)
+                problem = self._request_problem(seq)
+                if problem is not None:
+                    seq.finish_reason = "error"
+                    seq.error = problem
+                seqs.append(seq)
         return seqs
 
     def _request_problem(self, seq: Sequence) -> str | None:
@@ -202,12 +221,17 @@ class LLM:
 
     def generate_stream(
         self,
-        prompts: Seq[str] | Seq[Seq[int]],
+        prompts: str | Seq[str] | Seq[Seq[int]],
         params: SamplingParams | Seq[SamplingParams] | None = None,
         progress: bool = True,
     ) -> Iterator[RequestOutput]:
-        """Yield each request's output as soon as it finishes (completion order; `output.index` maps back)."""
+        """Yield each request's output as soon as all its samples finished (completion order; `output.index`
+        maps back to the prompt)."""
+        if isinstance(prompts, str):
+            prompts = [prompts]
         seqs = self._make_sequences(prompts, params)
+        samples = {s.index: s.params.n for s in seqs}
+        pending: dict[int, list[RequestOutput]] = {}
         bar = None
         if progress:
             from tqdm.auto import tqdm  # noqa: PLC0415
@@ -223,6 +247,14 @@ class LLM:
                     self._core.add(seq)
             while self._core.has_unfinished() or self.scheduler.failed:
                 for out in self._core.step():
+                    if samples[out.index] > 1:  # gather a prompt's samples into one output
+                        got = pending.setdefault(out.index, [])
+                        got.append(out)
+                        if len(got) < samples[out.index]:
+                            continue
+                        out = _merged(pending.pop(out.index))
+                    if isinstance(prompts[out.index], str):
+                        out.prompt = prompts[out.index]  # type: ignore[assignment]
                     if bar is not None:
                         bar.update(1)
                         elapsed = max(time.perf_counter() - start, 1e-9)
@@ -239,12 +271,47 @@ class LLM:
 
     def generate(
         self,
-        prompts: Seq[str] | Seq[Seq[int]],
+        prompts: str | Seq[str] | Seq[Seq[int]],
         params: SamplingParams | Seq[SamplingParams] | None = None,
         progress: bool = True,
+        *,
+        sampling_params: SamplingParams | Seq[SamplingParams] | None = None,
+        use_tqdm: bool | None = None,
     ) -> list[RequestOutput]:
-        """Outputs in input order."""
+        """Outputs in input order, one per prompt (a single string prompt is a list of one). `sampling_params`
+        and `use_tqdm` are vLLM's names for `params` and `progress`."""
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        if sampling_params is not None:
+            if params is not None:
+                raise TypeError("pass params or sampling_params, not both")
+            params = sampling_params
+        progress = progress if use_tqdm is None else use_tqdm
         outs: list[RequestOutput | None] = [None] * len(prompts)
         for out in self.generate_stream(prompts, params, progress=progress):
             outs[out.index] = out
         return outs  # type: ignore[return-value]
+
+
+def _merged(parts: list[RequestOutput]) -> RequestOutput:
+    """One prompt's samples (each finished as its own sequence) as one output, samples in index order."""
+    parts.sort(key=lambda o: o.outputs[0].index)
+    first = parts[0]
+    errors = [o.error for o in parts if o.error]
+    return RequestOutput(index=first.index, prompt_token_ids=first.prompt_token_ids,
+                         outputs=[o.outputs[0] for o in parts], error="; ".join(errors) if errors else None,
+                         metrics=first.metrics)
+
+
+def _resolve_model(model: str | os.PathLike[str], settings: dict[str, Any]) -> tuple[str | os.PathLike[str], dict[str, Any]]:
+    """A registered name (engine.registry) or a LoRA adapter directory as the base checkpoint it runs on, with the
+    adapter among the settings; a path that exists wins over a name of the same spelling."""
+    path = Path(model).expanduser()
+    if not path.exists() and str(model) not in REGISTRY and str(model) not in ADAPTERS:
+        return model, settings  # the checkpoint loader says what is wrong with it
+    base, adapter = model_parts(resolve_model(model))
+    if adapter is not None:
+        if settings.get("adapter") is not None:
+            raise ValueError(f"{model} is an adapter; do not pass adapter= as well")
+        settings = {**settings, "adapter": adapter}
+    return base, settings

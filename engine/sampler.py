@@ -26,6 +26,8 @@ class SampleResult:
     tokens: list[list[int]]  # per sampling sequence, one token per sampled position
     errors: list[str | None]  # per sampling sequence: why it cannot go on, or None
     logprobs: list[list[float]] | None = None  # per sampling sequence (empty unless its params ask for them)
+    # per sampling sequence, per sampled position: its params.logprobs most likely (token id, log-probability)
+    top_logprobs: list[list[list[tuple[int, float]]]] | None = None
 
 
 def _mask_banned(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[int], counts: list[int],
@@ -105,8 +107,10 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_id
         return SampleResult([], errors)
     # Normalisers of the raw rows, taken before any mask: the emitted token is never masked, so its raw logit is
     # still in place afterwards and logit - logsumexp is its log-probability under the model.
-    want = [r for seq, row0, c in zip(seqs, first_rows, counts) if seq.params.logprobs for r in range(row0, row0 + c)]
+    want = [r for seq, row0, c in zip(seqs, first_rows, counts) if seq.params.logprobs is not None
+            for r in range(row0, row0 + c)]
     lse = dict(zip(want, torch.logsumexp(logits[want], -1).tolist())) if want else {}
+    top = _top_logprobs(logits, seqs, first_rows, counts, lse)
     _mask_banned(logits, seqs, first_rows, counts, eos_ids)
     if structured is not None:
         _apply_constraints(logits, seqs, first_rows, counts, structured, errors)
@@ -132,5 +136,20 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_id
         else:
             tokens.append(_sample_rows(logits, row0, count, maxima, seq))
     logprobs = [[float(logits[r, t]) - lse[r] for r, t in zip(range(row0, row0 + len(toks)), toks)]
-                if seq.params.logprobs else [] for seq, row0, toks in zip(seqs, first_rows, tokens)]
-    return SampleResult(tokens, errors, logprobs)
+                if seq.params.logprobs is not None else [] for seq, row0, toks in zip(seqs, first_rows, tokens)]
+    tops = [[top.get(r, []) for r in range(row0, row0 + len(toks))] for row0, toks in zip(first_rows, tokens)]
+    return SampleResult(tokens, errors, logprobs, tops)
+
+
+def _top_logprobs(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[int], counts: list[int],
+                  lse: dict[int, float]) -> dict[int, list[tuple[int, float]]]:
+    """Row -> its k most likely (token, log-probability) under the raw logits, for rows whose params ask k > 0;
+    taken before any mask, like the emitted token's own log-probability."""
+    ks = {r: min(seq.params.logprobs, logits.shape[-1]) for seq, row0, c in zip(seqs, first_rows, counts)
+          if seq.params.logprobs for r in range(row0, row0 + c)}
+    if not ks:
+        return {}
+    rows = list(ks)
+    values, ids = torch.topk(logits[rows], max(ks.values()), dim=-1)
+    return {r: [(int(t), float(v) - lse[r]) for t, v in zip(toks[: ks[r]], vals[: ks[r]])]
+            for r, vals, toks in zip(rows, values.tolist(), ids.tolist())}

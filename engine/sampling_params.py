@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 from array import array
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+MAX_LOGPROBS = 20  # top alternatives per position, as vLLM's default limit
 
 
 @dataclass
@@ -23,15 +26,28 @@ class SamplingParams:
     ignore_eos: bool = False
     json_schema: dict[str, Any] | None = None  # constrain decoding so the output parses against this schema
     include_stop_str_in_output: bool = False
-    # Return each output token's log-probability under the model (log-softmax of the raw logits, before
-    # temperature, top-k/p and the JSON-schema mask): how much the model itself wanted the token it emitted.
-    logprobs: bool = False
+    # Log-probabilities under the model (log-softmax of the raw logits, before temperature, top-k/p and the
+    # JSON-schema mask), as vLLM: None for none; k >= 0 for each output token's own log-probability plus those of
+    # the k most likely tokens at its position. (True / False, this engine's older form, mean 0 / None.)
+    logprobs: int | None = None
+    n: int = 1  # samples per prompt, each with its own seed (seed, seed + 1, ...); all share the prompt's KV
     _validated: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
             self.stop = [self.stop]
+        if isinstance(self.logprobs, bool):
+            warnings.warn("SamplingParams(logprobs=True/False) is deprecated: pass logprobs=0 (the emitted token's "
+                          "log-probability) or None", DeprecationWarning, stacklevel=3)
+            self.logprobs = 0 if self.logprobs else None
         problems = []
+        if self.logprobs is not None and (not isinstance(self.logprobs, int) or not 0 <= self.logprobs <= MAX_LOGPROBS):
+            problems.append(f"logprobs must be None or an integer in [0, {MAX_LOGPROBS}], got {self.logprobs!r}")
+        if not isinstance(self.n, int) or self.n < 1:
+            problems.append(f"n must be an integer >= 1, got {self.n!r}")
+        elif self.n > 1 and self.greedy:
+            problems.append(f"n={self.n} with temperature 0 would give {self.n} identical greedy samples: set a "
+                            "temperature > 0")
         if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             problems.append(f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
         if not isinstance(self.min_tokens, int) or self.min_tokens < 0:
@@ -65,7 +81,7 @@ def request_seed(engine_seed: int, prompt_ids: list[int], params: SamplingParams
     decoding parameters, so a request samples the same tokens whatever its position among the requests, whatever
     else is in the call and on whichever replica it runs. (Identical requests therefore get identical samples;
     give them distinct `seed`s to draw several.)"""
-    fields = {k: v for k, v in asdict(params).items() if k not in ("seed", "_validated", "logprobs")}
+    fields = {k: v for k, v in asdict(params).items() if k not in ("seed", "_validated", "logprobs", "n")}
     h = hashlib.blake2b(digest_size=8)
     h.update(int(engine_seed).to_bytes(8, "little", signed=True))
     h.update(array("q", prompt_ids).tobytes())

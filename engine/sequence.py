@@ -56,6 +56,8 @@ class Sequence:
     # the drafts are point masses (prompt lookup, grammar fast-forward, greedy drafting).
     draft_probs: torch.Tensor | None = None
     output_logprobs: list[float] = field(default_factory=list)  # per verified output token, when params.logprobs
+    # per verified output token, the params.logprobs most likely (token id, log-probability) at its position
+    output_top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
     status: Status = Status.WAITING
     num_computed_tokens: int = 0  # leading tokens of token_ids whose KV is in the cache
     block_table: list[int] = field(default_factory=list)
@@ -64,6 +66,7 @@ class Sequence:
     finish_reason: str | None = None
     error: str | None = None
     stop_text_end: int | None = None  # where to cut the text when a stop string matched
+    sample_index: int = 0  # which of its prompt's params.n samples this is
 
     def __post_init__(self) -> None:
         if not self.token_ids:
@@ -116,6 +119,7 @@ class Sequence:
             raise ValueError(f"cannot roll back {n} tokens: the sequence has {self.num_output_tokens} output tokens")
         del self.token_ids[len(self.token_ids) - n :]
         del self.output_logprobs[self.num_output_tokens :]
+        del self.output_top_logprobs[self.num_output_tokens :]
         self.num_computed_tokens = min(self.num_computed_tokens, len(self.token_ids))
         self.prefix.cut(len(self.token_ids))
         self.clear_drafts()

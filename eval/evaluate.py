@@ -248,7 +248,7 @@ def _generate_engine(llm: Any, token_ids: list[list[int]], schemas: list[dict[st
     start = time.perf_counter()
     outs = llm.generate(token_ids, params, progress=progress)
     wall = time.perf_counter() - start
-    return [o.text for o in outs], {"engine": llm.config_summary(), "engine_stats": llm.stats(),
+    return [o.outputs[0].text for o in outs], {"engine": llm.config_summary(), "engine_stats": llm.stats(),
                                     "generate_seconds": round(wall, 3)}
 
 

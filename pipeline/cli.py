@@ -23,6 +23,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
+    # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from engine.errors import ModelLoadError
 
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast

@@ -57,7 +57,7 @@ def _teacher_forced(llm: LLM, prompts: list[list[int]], ref: list[list[int]]) ->
     hides how close two precisions are: one early flip changes everything after it."""
     requests = [p + r[:i] for p, r in zip(prompts, ref) for i in range(len(r))]
     want = [t for r in ref for t in r]
-    got = [o.token_ids[0] if o.token_ids else -1
+    got = [o.outputs[0].token_ids[0] if o.outputs[0].token_ids else -1
            for o in llm.generate(requests, SamplingParams(max_tokens=1, ignore_eos=True), progress=False)]
     same = sum(a == b for a, b in zip(got, want))
     return {"positions": len(want), "top1_agree": same, "share": round(same / len(want), 4)}
@@ -77,7 +77,7 @@ def main() -> None:
     report["load_s_float32"] = round(time.perf_counter() - t, 2)
     prompts = _prompts(f32)
     report["prompt_tokens"] = [len(p) for p in prompts]
-    ours = [o.token_ids for o in f32.generate(prompts, params, progress=False)]
+    ours = [o.outputs[0].token_ids for o in f32.generate(prompts, params, progress=False)]
     report["float32_texts"] = [f32.tokenizer.decode(o) for o in ours]
     report["float32_teacher_forced_self_check"] = _teacher_forced(f32, prompts, ours)
 
@@ -98,13 +98,13 @@ def main() -> None:
     t = time.perf_counter()
     q = LLM(str(path), dtype="float32", quantization="int8")
     report["load_s_int8"] = round(time.perf_counter() - t, 2)
-    report["int8_vs_float32"] = _agreement([o.token_ids for o in q.generate(prompts, params, progress=False)], ours)
+    report["int8_vs_float32"] = _agreement([o.outputs[0].token_ids for o in q.generate(prompts, params, progress=False)], ours)
     report["int8_teacher_forced"] = _teacher_forced(q, prompts, ours)
     del q
     if not args.skip_bf16:
         t = time.perf_counter()
         b = LLM(str(path), dtype="bfloat16")
-        report["bf16_vs_float32"] = _agreement([o.token_ids for o in b.generate(prompts, params, progress=False)], ours)
+        report["bf16_vs_float32"] = _agreement([o.outputs[0].token_ids for o in b.generate(prompts, params, progress=False)], ours)
         report["bf16_teacher_forced"] = _teacher_forced(b, prompts, ours)
         report["bf16_seconds"] = round(time.perf_counter() - t, 1)
     try:

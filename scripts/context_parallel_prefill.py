@@ -52,7 +52,7 @@ def main() -> None:
             t = time.perf_counter()
             out = llm.generate([ids], SamplingParams(max_tokens=1), progress=False)[0]
             best = min(best, time.perf_counter() - t)
-            token = out.token_ids
+            token = out.outputs[0].token_ids
         stats = llm.stats()
         block_bytes = llm.config.block_size * kv_bytes_per_token(llm.model_config, llm.dtype, False)
         per_rank = stats.get("kv_blocks_peak_used_by_rank", [stats["kv_blocks_peak_used"]])

@@ -27,7 +27,7 @@ def _run(model: str, prompts: list[list[int]], params: SamplingParams, dtype: st
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     weight_bytes = sum(p.numel() * p.element_size() for p in llm.model.parameters())
-    return {"tokens": [o.token_ids for o in outs], "wall_s": wall, "stats": llm.stats(),
+    return {"tokens": [o.outputs[0].token_ids for o in outs], "wall_s": wall, "stats": llm.stats(),
             "config": llm.config_summary(), "weight_bytes": weight_bytes,
             "captured": llm._core.runner.graphs.captured if llm._core.runner.graphs else []}
 

@@ -188,10 +188,10 @@ def test_greedy_tokens_equal_single_process(checkpoints, arch, ranks):
     params = SamplingParams(max_tokens=20, min_tokens=20, ignore_eos=True)
     kwargs = dict(dtype="float32", block_size=8, max_num_batched_tokens=64, enable_prefix_caching=True)
     single = LLM(checkpoints[arch], **kwargs)
-    expected = [o.token_ids for o in single.generate(prompts, params, progress=False)]
+    expected = [o.outputs[0].token_ids for o in single.generate(prompts, params, progress=False)]
     with LLM(checkpoints[arch], context_parallel_size=ranks, **kwargs) as llm:
-        first = [o.token_ids for o in llm.generate(prompts, params, progress=False)]
-        again = [o.token_ids for o in llm.generate(prompts[::-1], params, progress=False)][::-1]  # cached prefixes
+        first = [o.outputs[0].token_ids for o in llm.generate(prompts, params, progress=False)]
+        again = [o.outputs[0].token_ids for o in llm.generate(prompts[::-1], params, progress=False)][::-1]  # cached prefixes
         stats = llm.stats()
     assert first == expected
     assert again == expected
@@ -227,7 +227,7 @@ def _attached_rank(rank: int, port: int, path: str, prompts: list[list[int]], ex
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
         if rank == 0:
             with LLM(path, dtype="float32", block_size=8, max_num_batched_tokens=64, context_parallel_size=2) as llm:
-                got = [o.token_ids for o in llm.generate(prompts, SamplingParams(max_tokens=8), progress=False)]
+                got = [o.outputs[0].token_ids for o in llm.generate(prompts, SamplingParams(max_tokens=8), progress=False)]
             if got != expected:
                 errors.put(f"tokens differ: {got} != {expected}")
         else:
@@ -240,7 +240,7 @@ def _attached_rank(rank: int, port: int, path: str, prompts: list[list[int]], ex
 def test_llm_attaches_to_ranks_started_elsewhere(checkpoints):
     prompts = _cp_prompts(5)[:4]
     single = LLM(checkpoints["llama"], dtype="float32", block_size=8, max_num_batched_tokens=64)
-    expected = [o.token_ids for o in single.generate(prompts, SamplingParams(max_tokens=8), progress=False)]
+    expected = [o.outputs[0].token_ids for o in single.generate(prompts, SamplingParams(max_tokens=8), progress=False)]
     _run_ranks(2, _attached_rank, lambda r, port, errors: (r, port, str(checkpoints["llama"]), prompts, expected,
                                                             errors))
 
@@ -254,9 +254,9 @@ def test_greedy_tokens_equal_single_process_under_preemption(checkpoints, kv_cac
     row = 2 * 2 * 2 * (16 + 4 if kv_cache_dtype == "int8" else 16 * 4)  # K+V x 2 layers x 2 KV heads x row bytes
     kwargs = dict(dtype="float32", block_size=8, max_num_batched_tokens=64, kv_cache_dtype=kv_cache_dtype)
     single = LLM(checkpoints["qwen2"], kv_cache_memory=40 * 8 * row, **kwargs)
-    expected = [o.token_ids for o in single.generate(prompts, params, progress=False)]
+    expected = [o.outputs[0].token_ids for o in single.generate(prompts, params, progress=False)]
     with LLM(checkpoints["qwen2"], context_parallel_size=2, kv_cache_memory=20 * 8 * row, **kwargs) as llm:
-        got = [o.token_ids for o in llm.generate(prompts, params, progress=False)]
+        got = [o.outputs[0].token_ids for o in llm.generate(prompts, params, progress=False)]
         stats = llm.stats()
     assert stats["num_preemptions"] > 0
     assert stats["kv_blocks_total"] == 40

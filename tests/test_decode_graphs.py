@@ -31,7 +31,7 @@ def _prompts(seed: int, lengths: tuple[int, ...]) -> list[list[int]]:
 
 
 def _generate(llm: LLM, prompts: list[list[int]], params: SamplingParams) -> list[list[int]]:
-    return [o.token_ids for o in llm.generate(prompts, params, progress=False)]
+    return [o.outputs[0].token_ids for o in llm.generate(prompts, params, progress=False)]
 
 
 def test_buckets_cover_every_batch_size_with_little_padding():
@@ -83,7 +83,7 @@ def test_decode_graph_path_gives_the_eager_tokens(checkpoints, case):
     llm = LLM(checkpoints[arch], **kwargs)
     runner = llm._core.runner
     runner.enable_decode_graphs(8, capture=False)
-    got = [o.token_ids for o in llm.generate(prompts, outs, progress=False)]
+    got = [o.outputs[0].token_ids for o in llm.generate(prompts, outs, progress=False)]
     assert got == want
     assert llm.stats()["graph_steps"] >= 10
     assert llm.stats()["graph_steps"] < llm.stats()["steps"]  # prefill steps stayed eager

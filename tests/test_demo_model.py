@@ -71,7 +71,7 @@ def test_greedy_parity_with_transformers():
         refs.append(ref[: ref.index(eos) + 1] if eos in ref else ref)
     llm = LLM(MODEL, dtype="float32", device="cpu")
     outs = llm.generate(prompts, SamplingParams(max_tokens=max_new, temperature=0.0), progress=False)
-    assert [o.token_ids for o in outs] == refs
+    assert [o.outputs[0].token_ids for o in outs] == refs
     assert any(len(p) > 1000 for p in prompts)  # a long multi-page document is among them
 
 
@@ -84,6 +84,6 @@ def test_constrained_output_validates():
     params = [SamplingParams(max_tokens=256, temperature=0.0, json_schema=constrained_json_schema(m))
               for m in (DocumentExtraction, AccountWindowSummary)]
     outs = llm.generate(prompts, params, progress=False)
-    DocumentExtraction.model_validate_json(outs[0].text)
-    AccountWindowSummary.model_validate_json(outs[1].text)
+    DocumentExtraction.model_validate_json(outs[0].outputs[0].text)
+    AccountWindowSummary.model_validate_json(outs[1].outputs[0].text)
     assert torch.get_num_threads() >= 1

@@ -26,7 +26,7 @@ def test_paging_serves_more_sequences_than_contiguous_reservation(checkpoints):
     prompts = [[0] + [10 + i] * 9 for i in range(8)]
     outs = llm.generate(prompts, SamplingParams(max_tokens=6, min_tokens=6, ignore_eos=True), progress=False)
     stats = llm.stats()
-    assert all(len(o.token_ids) == 6 for o in outs)
+    assert all(len(o.outputs[0].token_ids) == 6 for o in outs)
     assert stats["peak_running_seqs"] == 8 > 2
     assert stats["num_preemptions"] == 0
     assert 0 < stats["kv_blocks_peak_used"] <= stats["kv_blocks_total"]
@@ -36,40 +36,40 @@ def test_paging_serves_more_sequences_than_contiguous_reservation(checkpoints):
 def test_seeded_sampling_independent_of_batch(llm):
     target = [0, 5, 6, 7, 8, 9]
     p = SamplingParams(max_tokens=12, temperature=0.9, top_k=50, top_p=0.95, seed=1234, ignore_eos=True)
-    alone = llm.generate([target], p, progress=False)[0].token_ids
+    alone = llm.generate([target], p, progress=False)[0].outputs[0].token_ids
     others = [[0, 40, 41], [0] + list(range(50, 80)), [0, 99]]
     params = [SamplingParams(max_tokens=20, temperature=1.0, seed=7, ignore_eos=True),
               SamplingParams(max_tokens=5), p, SamplingParams(max_tokens=9, temperature=0.5, ignore_eos=True)]
     mixed = llm.generate([others[0], others[1], target, others[2]], params, progress=False)
-    assert mixed[2].token_ids == alone
+    assert mixed[2].outputs[0].token_ids == alone
     different = llm.generate([target], SamplingParams(max_tokens=12, temperature=0.9, seed=99, ignore_eos=True),
-                             progress=False)[0].token_ids
+                             progress=False)[0].outputs[0].token_ids
     assert different != alone
 
 
 def test_min_tokens_and_length(llm):
     out = llm.generate([[0, 3, 4]], SamplingParams(max_tokens=7, min_tokens=7, ignore_eos=True), progress=False)[0]
-    assert len(out.token_ids) == 7 and out.finish_reason == "length"
+    assert len(out.outputs[0].token_ids) == 7 and out.outputs[0].finish_reason == "length"
     assert out.metrics.num_output_tokens == 7 and out.metrics.ttft is not None and out.metrics.tpot is not None
 
 
 def test_stop_string_truncates_text(llm):
     prompt = "Invoice total"
     full = llm.generate([prompt], SamplingParams(max_tokens=24, ignore_eos=True), progress=False)[0]
-    assert len(full.text) > 6
-    stop = full.text[3:6]
+    assert len(full.outputs[0].text) > 6
+    stop = full.outputs[0].text[3:6]
     out = llm.generate([prompt], SamplingParams(max_tokens=24, ignore_eos=True, stop=[stop]), progress=False)[0]
-    assert out.finish_reason == "stop"
-    assert stop not in out.text and full.text.startswith(out.text)
+    assert out.outputs[0].finish_reason == "stop"
+    assert stop not in out.outputs[0].text and full.outputs[0].text.startswith(out.outputs[0].text)
 
 
 def test_stop_token_ids(llm):
     full = llm.generate([[0, 11, 12]], SamplingParams(max_tokens=10, ignore_eos=True), progress=False)[0]
-    stop_tok = full.token_ids[3]
+    stop_tok = full.outputs[0].token_ids[3]
     out = llm.generate([[0, 11, 12]], SamplingParams(max_tokens=10, ignore_eos=True, stop_token_ids=[stop_tok]),
                        progress=False)[0]
-    assert out.finish_reason == "stop" and out.token_ids[-1] == stop_tok
-    assert out.token_ids == full.token_ids[: full.token_ids.index(stop_tok) + 1]
+    assert out.outputs[0].finish_reason == "stop" and out.outputs[0].token_ids[-1] == stop_tok
+    assert out.outputs[0].token_ids == full.outputs[0].token_ids[: full.outputs[0].token_ids.index(stop_tok) + 1]
 
 
 def test_streaming_yields_every_request_once(llm):
@@ -89,9 +89,9 @@ def test_request_that_never_fits_fails_alone(checkpoints):
               kv_cache_memory=4 * 8 * KV_BYTES_PER_TOKEN)
     prompts = [[0, 5, 6], [0] + [7] * 70, [0] + [8] * 40, [0, 9]]
     outs = llm.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), progress=False)
-    assert outs[1].finish_reason == "error" and "max_model_len" in outs[1].error
-    assert outs[2].finish_reason == "error" and "cache" in outs[2].error
-    assert [len(o.token_ids) for i, o in enumerate(outs) if i in (0, 3)] == [4, 4]
+    assert outs[1].outputs[0].finish_reason == "error" and "max_model_len" in outs[1].error
+    assert outs[2].outputs[0].finish_reason == "error" and "cache" in outs[2].error
+    assert [len(o.outputs[0].token_ids) for i, o in enumerate(outs) if i in (0, 3)] == [4, 4]
 
 
 @pytest.mark.parametrize(
@@ -169,8 +169,8 @@ def test_kernels_switch_selects_the_plain_torch_kernels(checkpoints, llm):
     assert ref.config_summary()["kernels"] == "torch-reference"
     prompts = [[0] + list(range(5, 5 + n)) for n in (3, 11, 20)]
     params = SamplingParams(max_tokens=8, min_tokens=8, ignore_eos=True)
-    got = [o.token_ids for o in ref.generate(prompts, params, progress=False)]
-    assert got == [o.token_ids for o in llm.generate(prompts, params, progress=False)]
+    got = [o.outputs[0].token_ids for o in ref.generate(prompts, params, progress=False)]
+    assert got == [o.outputs[0].token_ids for o in llm.generate(prompts, params, progress=False)]
     with pytest.raises(ValueError, match="kernels"):
         LLM(checkpoints["llama"], dtype="float32", kernels="fast")
 

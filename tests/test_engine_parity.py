@@ -31,8 +31,8 @@ def test_greedy_matches_hf(checkpoints, references, arch, prefix_caching):
     llm = LLM(checkpoints[arch], dtype="float32", block_size=8, max_num_batched_tokens=64,
               enable_prefix_caching=prefix_caching)
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_NEW), progress=False)
-    assert [o.token_ids for o in outs] == refs[arch]
-    assert all(o.finish_reason in ("stop", "length") for o in outs)
+    assert [o.outputs[0].token_ids for o in outs] == refs[arch]
+    assert all(o.outputs[0].finish_reason in ("stop", "length") for o in outs)
     # Prompts were chunked (budget 64 < longest prompt) and outputs crossed block boundaries.
     assert max(len(p) for p in prompts) > 64
 
@@ -44,8 +44,8 @@ def test_greedy_matches_hf_under_preemption(checkpoints, references, arch):
     llm = LLM(checkpoints[arch], dtype="float32", block_size=8, kv_cache_memory=16 * 8 * 2 * 2 * 2 * 16 * 4)
     outs = llm.generate(prompts, SamplingParams(max_tokens=MAX_NEW), progress=False)
     assert llm.stats()["num_preemptions"] > 0
-    assert all(o.finish_reason != "error" for o in outs), [o.error for o in outs]
-    assert [o.token_ids for o in outs] == refs[arch]
+    assert all(o.outputs[0].finish_reason != "error" for o in outs), [o.error for o in outs]
+    assert [o.outputs[0].token_ids for o in outs] == refs[arch]
 
 
 def test_shared_prefix_parity_with_eviction(checkpoints):
@@ -60,7 +60,7 @@ def test_shared_prefix_parity_with_eviction(checkpoints):
         llm = LLM(path, dtype="float32", block_size=8, kv_cache_memory=20 * 8 * 2 * 2 * 2 * 16 * 4,
                   enable_prefix_caching=caching)
         outs = llm.generate(prompts, params, progress=False)
-        assert [o.token_ids for o in outs] == refs, f"prefix caching={caching}"
+        assert [o.outputs[0].token_ids for o in outs] == refs, f"prefix caching={caching}"
         stats = llm.stats()
         if caching:
             assert stats["prefix_cache_hits"] > 0

@@ -195,5 +195,5 @@ def test_engine_prefill_through_the_fused_kernels_matches_the_torch_kernels(ops,
     for kernels in ("auto", "reference"):
         llm = LLM(checkpoints[arch], dtype=dtype, block_size=8, kernels=kernels)
         assert ("cpu-native" in llm.config_summary()["kernels"]) == (kernels == "auto")
-        firsts[kernels] = [o.token_ids for o in llm.generate(prompts, params, progress=False)]
+        firsts[kernels] = [o.outputs[0].token_ids for o in llm.generate(prompts, params, progress=False)]
     assert firsts["auto"] == firsts["reference"]

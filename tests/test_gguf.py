@@ -69,7 +69,7 @@ def test_weights_and_greedy_tokens_match_transformers(hf_dirs, gguf_root, arch, 
     with torch.inference_mode():
         refs = [hf.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False, pad_token_id=1)[0, len(p):].tolist()
                 for p in prompts]
-    assert [o.token_ids for o in outs] == refs
+    assert [o.outputs[0].token_ids for o in outs] == refs
 
 
 def test_llama_rows_are_unpermuted_to_the_source_checkpoint(hf_dirs, gguf_root):
@@ -88,7 +88,7 @@ def test_float32_gguf_matches_its_source_directory(hf_dirs, gguf_root, arch):
     params = SamplingParams(max_tokens=16)
     a = LLM(str(_gguf(hf_dirs, gguf_root, arch, "F32")), dtype="float32").generate(prompts, params, progress=False)
     b = LLM(str(hf_dirs[arch]), dtype="float32").generate(prompts, params, progress=False)
-    assert [o.token_ids for o in a] == [o.token_ids for o in b]
+    assert [o.outputs[0].token_ids for o in a] == [o.outputs[0].token_ids for o in b]
 
 
 def test_int8_straight_from_gguf_equals_int8_of_the_dequantized_model(hf_dirs, gguf_root, tmp_path):
@@ -105,8 +105,8 @@ def test_int8_straight_from_gguf_equals_int8_of_the_dequantized_model(hf_dirs, g
         assert torch.equal(la.down_proj.scale, lb.down_proj.scale)
     prompts = _prompts()
     params = SamplingParams(max_tokens=12)
-    assert ([o.token_ids for o in a.generate(prompts, params, progress=False)]
-            == [o.token_ids for o in b.generate(prompts, params, progress=False)])
+    assert ([o.outputs[0].token_ids for o in a.generate(prompts, params, progress=False)]
+            == [o.outputs[0].token_ids for o in b.generate(prompts, params, progress=False)])
 
 
 # ------------------------------------------------------------------ errors
@@ -157,7 +157,7 @@ def test_export_writes_a_directory_transformers_loads_to_the_same_model(hf_dirs,
     prompts = _prompts()
     ours = LLM(str(path), dtype="float32").generate(prompts, SamplingParams(max_tokens=12), progress=False)
     again = LLM(str(out), dtype="float32").generate(prompts, SamplingParams(max_tokens=12), progress=False)
-    assert [o.token_ids for o in ours] == [o.token_ids for o in again]
+    assert [o.outputs[0].token_ids for o in ours] == [o.outputs[0].token_ids for o in again]
     with pytest.raises(FileExistsError):
         export_hf_checkpoint(path, out)
 
@@ -172,4 +172,4 @@ def test_mistral_checkpoint_converted_as_llama_matches(tmp_path):
     with torch.inference_mode():
         refs = [hf.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False, pad_token_id=1)[0, len(p):].tolist()
                 for p in prompts]
-    assert [o.token_ids for o in outs] == refs
+    assert [o.outputs[0].token_ids for o in outs] == refs

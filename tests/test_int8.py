@@ -230,7 +230,7 @@ def _prompts(n: int, vocab: int = 384, seed: int = 0) -> list[list[int]]:
 
 
 def _greedy(llm: LLM, prompts: list[list[int]], n: int = 12) -> list[list[int]]:
-    return [o.token_ids for o in llm.generate(prompts, SamplingParams(max_tokens=n, ignore_eos=True), progress=False)]
+    return [o.outputs[0].token_ids for o in llm.generate(prompts, SamplingParams(max_tokens=n, ignore_eos=True), progress=False)]
 
 
 def test_quantize_model_swaps_only_decoder_projections(checkpoints: dict[str, Path]) -> None:

@@ -29,7 +29,7 @@ def _int8_bytes_per_token(model_dir: Path) -> int:
 
 def _greedy(llm: LLM, prompts: list[list[int]]) -> list[list[int]]:
     params = SamplingParams(max_tokens=MAX_NEW, min_tokens=MAX_NEW, ignore_eos=True)
-    return [o.token_ids for o in llm.generate(prompts, params, progress=False)]
+    return [o.outputs[0].token_ids for o in llm.generate(prompts, params, progress=False)]
 
 
 def test_int8_rows_hold_more_tokens_in_the_same_memory(checkpoints: dict[str, Path]) -> None:
@@ -94,7 +94,7 @@ def test_reset_prefix_cache(checkpoints: dict[str, Path]) -> None:
     assert llm.reset_prefix_cache()
     fresh = llm.generate(prompts, SamplingParams(max_tokens=4), progress=False)
     assert fresh[0].metrics.num_cached_tokens == 0  # the first request finds nothing; later ones share its prefix
-    assert [o.token_ids for o in fresh] == [o.token_ids for o in first]
+    assert [o.outputs[0].token_ids for o in fresh] == [o.outputs[0].token_ids for o in first]
     params = [SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True) for n in (1, 30, 30, 30)]
     stream = llm.generate_stream(prompts, params, progress=False)
     assert next(stream).index == 0  # the other requests still hold blocks: nothing may be dropped under them

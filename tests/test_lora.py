@@ -45,7 +45,7 @@ def adapted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _greedy(llm: LLM, n: int = 12) -> list[list[int]]:
     params = SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True)
-    return [o.token_ids for o in llm.generate(PROMPTS, params, progress=False)]
+    return [o.outputs[0].token_ids for o in llm.generate(PROMPTS, params, progress=False)]
 
 
 def test_adapter_merge_matches_peft_merged_model_exactly(adapted: dict[str, Path]) -> None:

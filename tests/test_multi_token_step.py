@@ -61,12 +61,12 @@ def test_verify_steps_keep_hf_tokens(checkpoints, refs, arch, k, corrupt_every, 
     llm = LLM(checkpoints[arch], dtype="float32", block_size=8, enable_prefix_caching=prefix_caching)
     _with_oracle_drafts(llm, refs[arch], k, corrupt_every)
     outs = llm.generate(_prompts(), params, progress=False)
-    assert [o.token_ids for o in outs] == refs[arch][: len(outs)]
+    assert [o.outputs[0].token_ids for o in outs] == refs[arch][: len(outs)]
     assert llm.stats()["steps"] < plain.stats()["steps"]  # accepted drafts saved forward passes
     assert llm.block_manager.num_used == 0
     if prefix_caching:  # a second pass over the cache only ever finds verified blocks: same tokens again
         again = llm.generate(_prompts(), params, progress=False)
-        assert [o.token_ids for o in again] == refs[arch][: len(outs)]
+        assert [o.outputs[0].token_ids for o in again] == refs[arch][: len(outs)]
         assert llm.stats()["prefix_cache_hits"] > 0
 
 
@@ -80,7 +80,7 @@ def test_verify_steps_under_preemption_and_small_budget(checkpoints, refs):
     _with_oracle_drafts(llm, refs["llama"], 5, 3)
     outs = llm.generate(_prompts(), params, progress=False)
     assert [o.error for o in outs] == [None] * len(outs)
-    assert [o.token_ids for o in outs] == refs["llama"]
+    assert [o.outputs[0].token_ids for o in outs] == refs["llama"]
     assert llm.stats()["num_preemptions"] > 0
     assert llm.stats()["steps"] < plain.stats()["steps"]
 

@@ -73,7 +73,7 @@ def test_shared_prefix_prefilled_once(checkpoints):
     outs_on = on.generate(prompts, params, progress=False)
     off = LLM(checkpoints["llama"], dtype="float32", block_size=BS, enable_prefix_caching=False)
     outs_off = off.generate(prompts, params, progress=False)
-    assert [o.token_ids for o in outs_on] == [o.token_ids for o in outs_off]
+    assert [o.outputs[0].token_ids for o in outs_on] == [o.outputs[0].token_ids for o in outs_off]
     total = sum(len(p) for p in prompts)
     s_on, s_off = on.stats(), off.stats()
     assert s_off["prefill_tokens_computed"] == total

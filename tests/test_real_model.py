@@ -43,8 +43,8 @@ def test_float32_greedy_matches_transformers_on_the_same_weights(exported):
     with torch.inference_mode():
         refs = [hf.generate(torch.tensor([p]), max_new_tokens=24, do_sample=False, eos_token_id=2,
                             pad_token_id=2)[0, len(p):].tolist() for p in prompts]
-    assert [o.token_ids for o in outs] == refs
-    assert "Paris" in outs[0].text
+    assert [o.outputs[0].token_ids for o in outs] == refs
+    assert "Paris" in outs[0].outputs[0].text
 
 
 def test_tokenizer_matches_llama_cpp():

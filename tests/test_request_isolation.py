@@ -25,14 +25,14 @@ def llm(checkpoints):
 
 @pytest.fixture(scope="module")
 def alone(llm):
-    return [llm.generate([p], GOOD, progress=False)[0].token_ids for p in _prompts()]
+    return [llm.generate([p], GOOD, progress=False)[0].outputs[0].token_ids for p in _prompts()]
 
 
 def _check_isolated(outs, alone, bad: int, reason: str) -> None:
-    assert outs[bad].finish_reason == "error" and reason in (outs[bad].error or ""), outs[bad].error
+    assert outs[bad].outputs[0].finish_reason == "error" and reason in (outs[bad].error or ""), outs[bad].error
     for i, out in enumerate(outs):
         if i != bad:
-            assert out.finish_reason == "length" and out.token_ids == alone[i]
+            assert out.outputs[0].finish_reason == "length" and out.outputs[0].token_ids == alone[i]
 
 
 def test_out_of_range_stop_token_ids_fail_their_request(llm, alone):
@@ -69,7 +69,7 @@ def test_non_finite_logits_fail_their_request(llm, alone, monkeypatch):
     monkeypatch.setattr(runner, "execute", poisoned_execute)
     outs = llm.generate(_prompts(), GOOD, progress=False)
     _check_isolated(outs, alone, 0, "non-finite logits")
-    assert len(outs[0].token_ids) == 2  # what it produced before the bad step is kept
+    assert len(outs[0].outputs[0].token_ids) == 2  # what it produced before the bad step is kept
 
 
 def test_tiny_temperature_is_the_greedy_limit_not_an_overflow(llm, alone):
@@ -77,8 +77,8 @@ def test_tiny_temperature_is_the_greedy_limit_not_an_overflow(llm, alone):
     subtracting the row max it is the greedy limit."""
     params = [GOOD, SamplingParams(max_tokens=6, min_tokens=6, ignore_eos=True, temperature=1e-40), GOOD]
     outs = llm.generate(_prompts(), params, progress=False)
-    assert [o.finish_reason for o in outs] == ["length"] * 3
-    assert [o.token_ids for o in outs] == alone
+    assert [o.outputs[0].finish_reason for o in outs] == ["length"] * 3
+    assert [o.outputs[0].token_ids for o in outs] == alone
 
 
 def test_default_seed_follows_the_request_not_its_position(llm):
@@ -88,9 +88,9 @@ def test_default_seed_follows_the_request_not_its_position(llm):
     forward = llm.generate(prompts, params, progress=False)
     backward = llm.generate(prompts[::-1], params, progress=False)[::-1]
     alone = [llm.generate([p], params, progress=False)[0] for p in prompts]
-    assert [o.token_ids for o in forward] == [o.token_ids for o in backward] == [o.token_ids for o in alone]
+    assert [o.outputs[0].token_ids for o in forward] == [o.outputs[0].token_ids for o in backward] == [o.outputs[0].token_ids for o in alone]
     # ...and different requests still draw differently seeded streams.
-    assert len({tuple(o.token_ids) for o in forward}) == len(prompts)
+    assert len({tuple(o.outputs[0].token_ids) for o in forward}) == len(prompts)
 
 
 def test_native_decode_rejects_block_ids_outside_the_pool():

@@ -26,7 +26,7 @@ def test_scaled_rope_matches_hf_past_the_pretraining_length(tmp_path: Path, scal
     refs = [hf_greedy(ckpt, p, 16, ignore_eos=True) for p in prompts]
     llm = LLM(ckpt, dtype="float32", block_size=8, max_num_batched_tokens=64)
     outs = llm.generate(prompts, SamplingParams(max_tokens=16, ignore_eos=True), progress=False)
-    assert [o.token_ids for o in outs] == refs
+    assert [o.outputs[0].token_ids for o in outs] == refs
 
 
 def test_yarn_tables_equal_transformers() -> None:

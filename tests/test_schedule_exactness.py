@@ -39,8 +39,8 @@ def test_one_token_chunk_mid_prompt_does_not_sample(checkpoints):
     llm = LLM(path, dtype="float32", max_num_batched_tokens=16, enable_prefix_caching=False)
     alone = llm.generate([b], params, progress=False)[0]
     both = llm.generate([a, b], params, progress=False)[1]
-    assert alone.token_ids == ref
-    assert both.token_ids == ref
+    assert alone.outputs[0].token_ids == ref
+    assert both.outputs[0].token_ids == ref
 
 
 @st.composite
@@ -87,4 +87,4 @@ def test_every_schedule_matches_hf_batch1(checkpoints, case):
     kw = dict(min_tokens=case["max_new"], ignore_eos=True) if case["ignore_eos"] else {}
     outs = llm.generate(case["prompts"], SamplingParams(max_tokens=case["max_new"], **kw), progress=False)
     assert [o.error for o in outs] == [None] * len(outs)
-    assert [o.token_ids for o in outs] == refs
+    assert [o.outputs[0].token_ids for o in outs] == refs

@@ -116,6 +116,6 @@ def test_budget_smaller_than_max_num_seqs(checkpoints):
     params = SamplingParams(max_tokens=5, min_tokens=5, ignore_eos=True)
     llm = LLM(checkpoints["qwen2"], dtype="float32", block_size=8, max_num_batched_tokens=16)
     outs = llm.generate(prompts, params, progress=False)
-    alone = [llm.generate([p], params, progress=False)[0].token_ids for p in prompts]
-    assert [o.token_ids for o in outs] == alone
+    alone = [llm.generate([p], params, progress=False)[0].outputs[0].token_ids for p in prompts]
+    assert [o.outputs[0].token_ids for o in outs] == alone
     assert llm.stats()["peak_running_seqs"] <= 16

@@ -61,7 +61,7 @@ def test_greedy_tokens_identical_to_hf(checkpoints, drafts, refs, arch, kind, pr
     llm = LLM(checkpoints[arch], dtype="float32", block_size=8, enable_prefix_caching=prefix_caching,
               speculative_config=_spec(kind, checkpoints, drafts, arch))
     outs = llm.generate(_prompts(), params, progress=False)
-    assert [o.token_ids for o in outs] == refs[arch]
+    assert [o.outputs[0].token_ids for o in outs] == refs[arch]
     stats = llm.stats()
     assert stats["spec_draft_tokens"] > 0
     if kind == "self_draft":  # the target drafting for itself: every draft is its own argmax
@@ -73,7 +73,7 @@ def test_greedy_tokens_identical_to_hf(checkpoints, drafts, refs, arch, kind, pr
     assert llm.block_manager.num_used == 0
     if prefix_caching:  # only verified blocks were published: a second pass reads them and keeps the tokens
         again = llm.generate(_prompts(), params, progress=False)
-        assert [o.token_ids for o in again] == refs[arch]
+        assert [o.outputs[0].token_ids for o in again] == refs[arch]
         assert llm.stats()["prefix_cache_hits"] > 0
 
 
@@ -85,7 +85,7 @@ def test_greedy_identical_under_small_budget_and_preemption(checkpoints, drafts,
               speculative_config=dict(_spec(kind, checkpoints, drafts, "llama"), compute_bound_tokens=64))
     outs = llm.generate(_prompts(), params, progress=False)
     assert [o.error for o in outs] == [None] * len(outs)
-    assert [o.token_ids for o in outs] == refs["llama"]
+    assert [o.outputs[0].token_ids for o in outs] == refs["llama"]
     stats = llm.stats()
     assert stats["num_preemptions"] > 0 and stats["spec_accepted_tokens"] > 0
 
@@ -112,11 +112,11 @@ def test_greedy_identical_under_json_schema(checkpoints, drafts, arch, kind):
     llm = LLM(checkpoints[arch], dtype="float32", block_size=8,
               speculative_config=_spec(kind, checkpoints, drafts, arch))
     outs = llm.generate(prompts, params, progress=False)
-    assert [o.token_ids for o in outs] == [o.token_ids for o in plain]
-    assert [o.finish_reason for o in outs] == [o.finish_reason for o in plain]
+    assert [o.outputs[0].token_ids for o in outs] == [o.outputs[0].token_ids for o in plain]
+    assert [o.outputs[0].finish_reason for o in outs] == [o.outputs[0].finish_reason for o in plain]
     for o in outs:
-        if o.finish_reason == "stop":
-            assert set(json.loads(o.text)) == {"invoice_number", "status", "lines"}
+        if o.outputs[0].finish_reason == "stop":
+            assert set(json.loads(o.outputs[0].text)) == {"invoice_number", "status", "lines"}
     stats = llm.stats()
     # The grammar forces the keys and punctuation: those drafts come free and are (nearly) always accepted.
     assert stats["spec_forced_tokens"] > 0 and stats["spec_accepted_tokens"] >= stats["spec_forced_tokens"] // 2
@@ -133,7 +133,7 @@ def test_fast_forward_alone_saves_steps(checkpoints):
     spec = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 30, "prompt_lookup_max": 30}
     llm = LLM(checkpoints["llama"], dtype="float32", block_size=8, speculative_config=spec)
     outs = llm.generate(prompts, params, progress=False)
-    assert [o.token_ids for o in outs] == [o.token_ids for o in base]
+    assert [o.outputs[0].token_ids for o in outs] == [o.outputs[0].token_ids for o in base]
     stats = llm.stats()
     assert stats["spec_forced_tokens"] > 0
     assert stats["steps"] < plain.stats()["steps"]
@@ -147,8 +147,8 @@ def test_seeded_sampling_repeats_exactly(checkpoints, drafts, kind):
     spec = _spec(kind, checkpoints, drafts, "llama")
     a = LLM(checkpoints["llama"], dtype="float32", block_size=8, speculative_config=spec)
     b = LLM(checkpoints["llama"], dtype="float32", block_size=8, speculative_config=spec)
-    first = [o.token_ids for o in a.generate(_prompts(), params, progress=False)]
-    assert first == [o.token_ids for o in b.generate(_prompts(), params, progress=False)]
+    first = [o.outputs[0].token_ids for o in a.generate(_prompts(), params, progress=False)]
+    assert first == [o.outputs[0].token_ids for o in b.generate(_prompts(), params, progress=False)]
     assert all(len(t) == MAX_NEW for t in first) and a.stats()["spec_draft_tokens"] > 0
 
 
@@ -259,5 +259,5 @@ def test_a_gguf_draft_model_for_a_directory_target(checkpoints, drafts, refs, tm
     params = SamplingParams(max_tokens=MAX_NEW, min_tokens=MAX_NEW, ignore_eos=True)
     llm = LLM(checkpoints["llama"], dtype="float32", block_size=8,
               speculative_config={"method": "draft_model", "model": str(gguf), "adaptive": False})
-    assert [o.token_ids for o in llm.generate(_prompts(), params, progress=False)] == refs["llama"]
+    assert [o.outputs[0].token_ids for o in llm.generate(_prompts(), params, progress=False)] == refs["llama"]
     assert llm.stats()["spec_draft_tokens"] > 0

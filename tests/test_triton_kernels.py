@@ -224,8 +224,8 @@ def test_engine_on_the_triton_kernels_gives_the_reference_kernels_tokens(checkpo
     prompts = [[0] + [rng.randrange(2, 384) for _ in range(n)] for n in (4, 19, 40)]
     params = SamplingParams(max_tokens=6, min_tokens=6, ignore_eos=True)
     kwargs = dict(dtype="float32", block_size=8, max_num_batched_tokens=32, kv_cache_dtype=kv_cache_dtype)
-    want = [o.token_ids for o in LLM(checkpoints["llama"], kernels="reference", **kwargs).generate(
+    want = [o.outputs[0].token_ids for o in LLM(checkpoints["llama"], kernels="reference", **kwargs).generate(
         prompts, params, progress=False)]
     llm = LLM(checkpoints["llama"], kernels="triton", **kwargs)
     assert llm.config_summary()["kernels"] == "triton"
-    assert [o.token_ids for o in llm.generate(prompts, params, progress=False)] == want
+    assert [o.outputs[0].token_ids for o in llm.generate(prompts, params, progress=False)] == want

@@ -45,6 +45,15 @@ def token_offsets(tokenizer: Any, token_ids: list[int]) -> list[tuple[int, int]]
     return offsets
 
 
+def emitted_logprobs(sample: Any) -> list[float] | None:
+    """Each output token's own log-probability from an engine sample's per-position logprob maps (None when the
+    request asked for none)."""
+    maps = getattr(sample, "logprobs", None)
+    if not maps:
+        return None
+    return [m[t].logprob for m, t in zip(maps, sample.token_ids)]
+
+
 def field_logprobs(text: str, token_ids: list[int], logprobs: list[float] | None, tokenizer: Any,
                    keys: tuple[str, ...]) -> dict[str, float | None] | None:
     """Per-field log-probability of the emitted value (None without logprobs)."""

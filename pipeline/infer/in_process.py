@@ -33,7 +33,8 @@ class BucketResult:
 def _params(kind: str, max_tokens: int, document_text: str | None = None,
             facts: dict[str, object] | None = None) -> Any:
     return SamplingParams(max_tokens=max_tokens, temperature=0.0,
-                          json_schema=decoding_schema(kind, document_text, facts), logprobs=kind == "document")
+                          json_schema=decoding_schema(kind, document_text, facts),
+                          logprobs=0 if kind == "document" else None)
 
 
 def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progress: Any = None) -> Iterator[BucketResult]:
@@ -60,7 +61,7 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
                 item = pending.pop(out.index)
                 _collect(res, item, out, run_fields, llm.tokenizer)
                 if progress is not None:
-                    progress.update(1, len(out.token_ids))
+                    progress.update(1, len(out.outputs[0].token_ids))
         except Exception as exc:  # an engine failure costs this bucket's unfinished items, not the run
             res.errors.extend(engine_errors(list(pending.values()), f"{type(exc).__name__}: {exc}"))
             if progress is not None:
@@ -78,14 +79,15 @@ def engine_errors(items: list[WorkItem], message: str) -> list[ErrorRecord]:
 
 def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, str], tokenizer: Any = None) -> None:
     u = item.unit
+    sample = out.outputs[0]  # one sample per request (greedy)
     res.prompt_tokens += item.n_tokens
-    res.output_tokens += len(out.token_ids)
+    res.output_tokens += len(sample.token_ids)
     metrics = getattr(out, "metrics", None)
     res.cached_tokens += int(getattr(metrics, "num_cached_tokens", 0) or 0)
     verdict = validate_completion(kind=u.kind, row_id=u.row_id, source_file=u.source_file, n_rows=u.n_rows,
-                                  text=out.text, finish_reason=out.finish_reason, error=out.error,
+                                  text=sample.text, finish_reason=sample.finish_reason, error=out.error,
                                   max_tokens=item.max_tokens)
     if isinstance(verdict, ErrorRecord):
         res.errors.append(verdict)
     else:
-        res.rows.append(output_row(item, verdict, out, run_fields, tokenizer))
+        res.rows.append(output_row(item, verdict, sample, run_fields, tokenizer))

@@ -36,9 +36,10 @@ def ask_layouts(llm: Any, questions: dict[str, LayoutQuestion]) -> dict[str, Ban
     prompts = [encode_prompt(llm.tokenizer, "layout", text=shown_table(questions[n])) for n in names]
     params = [SamplingParams(max_tokens=MAX_ANSWER_TOKENS, temperature=0.0, json_schema=layout_schema(questions[n]))
               for n in names]
-    for name, result in zip(names, llm.generate(prompts, params, progress=False)):
+    for name, request in zip(names, llm.generate(prompts, params, progress=False)):
+        result = request.outputs[0]
         if result.finish_reason != "stop":
-            out[name] = f"the model gave no complete answer ({result.error or result.finish_reason})"
+            out[name] = f"the model gave no complete answer ({request.error or result.finish_reason})"
             continue
         try:
             answer = json.loads(result.text)

@@ -23,7 +23,7 @@ from pipeline.grounding.numbers import unsupported_numbers
 from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
 from pipeline.grounding.schema import NEVER_CONFIDENT
 from pipeline.identity import stable_id
-from pipeline.infer.confidence import field_logprobs
+from pipeline.infer.confidence import emitted_logprobs, field_logprobs
 from pipeline.ingest import inline_xbrl, statement_tables
 from pipeline.ingest.transactions import transaction_row_id
 from pipeline.plan.prompts import WINDOW_FACT_LABELS
@@ -184,8 +184,9 @@ def _fact_value(key: str, value: Any) -> Any:
 
 
 def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], tokenizer: Any = None) -> dict[str, Any]:
-    """One documents/account_windows row from a WorkItem, its validated model and its RequestOutput (`tokenizer`:
-    the engine's, to place each output token's log-probability in the field it spells)."""
+    """One documents/account_windows row from a WorkItem, its validated model and the engine's answer (a
+    CompletionOutput; `tokenizer`: the engine's, to place each output token's log-probability in the field it
+    spells)."""
     unit = item.unit
     row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file}
     fields = result.model_dump(mode="json")
@@ -193,7 +194,7 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
 
         row.update(unit.context)
 
-        logprobs = field_logprobs(out.text, list(out.token_ids), getattr(out, "logprobs", None), tokenizer,
+        logprobs = field_logprobs(out.text, list(out.token_ids), emitted_logprobs(out), tokenizer,
                                   tuple(fields)) if tokenizer is not None else None
         row.update(truncated=item.truncated, text_read_fraction=item.text_read_fraction, route=item.route,
                    prompt_tokens_full=item.original_tokens, extraction_method="model",

@@ -43,6 +43,12 @@ class _Out:
     finish_reason: str
     error: str | None = None
     metrics: _Metrics = field(default_factory=_Metrics)
+    logprobs: None = None
+
+    @property
+    def outputs(self) -> list[_Out]:
+        """The engine's shape (`RequestOutput.outputs[0]` holds the sample); here the output is its own sample."""
+        return [self]
 
 
 class FakeLLM:
