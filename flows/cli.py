@@ -23,6 +23,7 @@ def _concurrency(text: str) -> int:
 
 def register(sub: Any) -> None:
     # lazy: Prefect loads only for the flow commands
+    from pipeline.cli import add_run_options
     from pipeline.config import add_engine_group, add_executor_args
 
     p = sub.add_parser("backfill", help="re-run the daily Prefect flow for every date in a range",
@@ -36,6 +37,7 @@ def register(sub: Any) -> None:
     p.add_argument("--force", action="store_true", help="re-process dates (and units) already done")
     p.add_argument("--max-concurrency", type=_concurrency, default=1, help="dates in flight (1-4, default 1)")
     add_executor_args(p)
+    add_run_options(p)
     add_engine_group(p)
     p.set_defaults(func=_cmd_backfill)
 
@@ -51,19 +53,21 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
         print(f"pipeline backfill is unavailable: cannot import the Prefect flows ({exc})", file=sys.stderr)
         return 2
     # lazy: Prefect loads only for the flow commands
+    from pipeline.cli import run_options
     from pipeline.config import engine_options, executor_options
 
     try:
         engine = engine_options(args)
         executor = executor_options(args)
+        run = run_options(args)
     except ValueError as exc:
         print(f"pipeline backfill: {exc}", file=sys.stderr)
         return 2
     try:
         results = backfill_flow(input_root=args.input_root, start=args.start, end=args.end, output_dir=args.output,
                                 model_dir=args.model, force=args.force, max_concurrency=args.max_concurrency,
-                                options={k: v for k, v in {"engine": engine, "executor": executor}.items() if v}
-                                or None)
+                                options={**run, **{k: v for k, v in {"engine": engine, "executor": executor}.items()
+                                                   if v}})
     except BackfillError as exc:
         print(f"pipeline backfill: {exc} (see the flow runs and the pipeline-backfill artifact)", file=sys.stderr)
         return 1

@@ -52,13 +52,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         engine = EngineOptions(**engine_options(args))
         cfg = RunConfig(
             input_dir=Path(args.input), output_dir=Path(args.output), model_dir=model,
-            run_date=args.run_date or dt.date.today(), limit=args.limit, force=args.force,
-            keep_history=args.keep_history, exclude=args.exclude,
-            default_currency=args.default_currency, progress=not args.no_progress, engine=engine,
-            extraction=args.extraction, limits=_limits(args), bank_profile_dirs=args.bank_profiles,
-            model_layouts=not args.no_model_layouts, executor=ExecutorOptions(**executor_options(args)),
-            **({"bucket_size": args.bucket_size} if args.bucket_size else {}),
-            **({"section_tokens": args.section_tokens} if args.section_tokens else {}),
+            run_date=args.run_date or dt.date.today(), force=args.force, progress=not args.no_progress,
+            engine=engine, executor=ExecutorOptions(**executor_options(args)), **run_options(args),
         )
     except (ValidationError, ValueError) as exc:
         console.print(f"[red]invalid arguments:[/red] {escape(one_line(exc))}", soft_wrap=True)
@@ -159,12 +154,22 @@ def _add_run(sub: Any) -> None:
                                                 "name (`pipeline models list`); default: finextract-smollm2, the fine-tuned SmolLM2 "
                                                 "(LoRA in data/adapters); the 3.7M demo model: data/models/finextract-3m")
     p.add_argument("--run-date", type=dt.date.fromisoformat, default=None, help="partition date YYYY-MM-DD (default today)")
+    p.add_argument("--force", action="store_true", help="re-process units already in the output")
+    add_executor_args(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_run_options(p)
+    add_engine_group(p)
+    p.set_defaults(func=_cmd_run)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options of one run that `pipeline run` and `pipeline backfill` (its Prefect flows) share; `run_options`
+    turns them into RunConfig fields."""
     p.add_argument("--limit", type=int, default=None, help="only the first N input files (path order)")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                   help="leave out input paths matching GLOB (relative to --input; a folder excludes what is in "
-                        "it); repeatable. Excluded files get no error row; the manifest counts them. Without it "
-                        "hidden and _-prefixed files are skipped with a Skipped error row")
-    p.add_argument("--force", action="store_true", help="re-process units already in the output")
+                   help="leave out input paths matching GLOB (relative to the input folder; a folder excludes what "
+                        "is in it); repeatable. Excluded files get no error row; the manifest counts them. Without "
+                        "it hidden and _-prefixed files are skipped with a Skipped error row")
     p.add_argument("--keep-history", action="store_true",
                    help="keep the rows of a file's earlier versions (an older model's, a log before it grew) beside "
                         "the latest; by default a re-read file's rows replace them")
@@ -180,15 +185,25 @@ def _add_run(sub: Any) -> None:
     p.add_argument("--extraction", choices=["auto", "model"], default="auto",
                    help="auto (default): PDFs carrying an e-invoice (ZUGFeRD, Factur-X, XRechnung, UBL) are read from "
                         "its XML, the rest by the model; model: every document by the model")
-    add_executor_args(p)
     p.add_argument("--bucket-size", type=int, default=None, help="requests per length bucket")
     p.add_argument("--section-tokens", type=int, default=None, help="a filing is read in sections of at most this "
                    "many tokens of its text, each summarised in one request (default 2048; fewer where the model's "
                    "context is shorter)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_engine_group(p)
     add_limit_args(p)
-    p.set_defaults(func=_cmd_run)
+
+
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """RunConfig fields from the options `add_run_options` added, as JSON values (a flow parameter)."""
+    opts: dict[str, Any] = {
+        "limit": args.limit, "exclude": list(args.exclude), "keep_history": args.keep_history,
+        "default_currency": args.default_currency, "bank_profile_dirs": [str(d) for d in args.bank_profiles],
+        "model_layouts": not args.no_model_layouts, "extraction": args.extraction,
+        "limits": _limits(args).model_dump(exclude_defaults=True)}
+    if args.bucket_size:
+        opts["bucket_size"] = args.bucket_size
+    if args.section_tokens:
+        opts["section_tokens"] = args.section_tokens
+    return opts
 
 
 def _cmd_models(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ per-process model cache decides how often it is constructed."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import importlib
 import inspect
@@ -235,6 +236,33 @@ def test_cli_works_without_prefect() -> None:
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr
     assert "pipeline backfill is unavailable" in proc.stderr and "input directory not found" in proc.stdout
+
+
+def test_backfill_takes_the_run_options_of_pipeline_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pipeline backfill` has every option of one run that `pipeline run` has (both from
+    `pipeline.cli.add_run_options`), and hands them to the daily flows as RunConfig fields."""
+    import flows.backfill
+    from flows.daily import day_config
+
+    def options_of(command: str) -> set[str]:
+        parser = cli.build_parser()
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+        return {o for a in sub._actions for o in a.option_strings}
+
+    per_run = options_of("run") - {"--input", "--run-date", "--no-progress"}
+    assert per_run <= options_of("backfill")
+
+    seen: dict = {}
+    monkeypatch.setattr(flows.backfill, "backfill_flow", lambda **kw: seen.update(kw) or [])
+    assert cli.main(["backfill", "--input-root", str(tmp_path), "--start", "2024-05-01", "--end", "2024-05-02",
+                     "--extraction", "model", "--exclude", "scans/*", "--no-ocr", "--max-pages", "9",
+                     "--keep-history", "--default-currency", "EUR", "--section-tokens", "512"]) == 0
+    options = seen["options"]
+    (tmp_path / "2024-05-01").mkdir()
+    cfg = day_config(tmp_path, tmp_path / "out", dt.date(2024, 5, 1), options=options)
+    assert (cfg.extraction, cfg.exclude, cfg.limits.ocr, cfg.limits.max_pages, cfg.keep_history,
+            cfg.default_currency, cfg.section_tokens) == ("model", ["scans/*"], False, 9, True, "EUR", 512)
+    json.dumps(options)  # a flow parameter: JSON values only
 
 
 def test_daily_flow_on_ray_actors_writes_the_in_process_rows(prefect_harness: Path, tmp_path: Path) -> None:
