@@ -110,7 +110,7 @@ def daily_flow(input_root: str, output_dir: str = "output", run_date: dt.date | 
     logger.info("run_date=%s input=%s output=%s model=%s force=%s", day, cfg.input_dir, cfg.output_dir,
                 cfg.model_dir, force)
     wait_for_writer(cfg.output_dir, logger)
-    summary = run_pipeline(cfg, stages=prefect_stages(refresh_cache=force))
+    summary = run_pipeline(cfg, stages=prefect_stages())
     create_markdown_artifact(run_markdown(summary.manifest), key=f"pipeline-run-{day}",
                              description=f"pipeline run {day}: counts, errors, throughput, partition")
     result = day_result(summary)

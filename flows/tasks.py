@@ -1,7 +1,7 @@
 """The pipeline stages as Prefect tasks, and `prefect_stages()` which hands them to `run_pipeline`.
 
     task               wraps (pipeline.run)        retries        cache
-    ingest             ingest                      2              input paths + content hashes + code (flows.caching)
+    ingest             ingest                      2              none (see below)
     load-model         EngineCache.load            1              none; loaded engines are kept (below)
     prepare-requests   prepare_requests            0              none (cheap; its inputs are large)
     infer-<bucket id>  infer, one bucket per run   2 (+ engine)   none: pipeline staging resumes per bucket
@@ -11,8 +11,12 @@ The model is loaded once per process: the flow process owns one `pipeline.models
 keeps an engine per (model dir, engine settings). Under `flow.serve` or a worker every flow run is its own
 process, so a nightly run (or a whole backfill) loads the model once, not once per task.
 
-Large arguments are passed wrapped in `quote` so Prefect does not walk them for dependencies;
-results of uncached tasks are not persisted (they stay in memory, in-process).
+Large arguments are passed wrapped in `quote` so Prefect does not walk them for dependencies. No task's result
+is persisted: Prefect's result storage (pickles under PREFECT_HOME, kept with no expiry) would hold document texts
+and transaction rows, which a bank's retention rules do not allow outside the pipeline's own output, and a large
+log's spooled rows live in a temporary folder a cached result would outlive. What Prefect keeps is run and task
+states, parameters (paths, dates, options), logs and the run's markdown artifact. A re-run skips the units already
+in the output (pipeline.run); it reads its inputs again.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.utilities.annotations import quote
 
-from flows.caching import ingest_cache_key
 from pipeline.infer.in_process import BucketResult, infer
 from pipeline.ingest import IngestLimits, IngestResult, ingest
 from pipeline.ingest.profiles import BankProfile
@@ -42,13 +45,12 @@ class TransientEngineFailure(RuntimeError):
     """The engine raised mid-bucket; the bucket is retried before its items become error rows."""
 
 
-@task(name="ingest", retries=2, retry_delay_seconds=[5, 30], cache_key_fn=ingest_cache_key, persist_result=True)
+@task(name="ingest", retries=2, retry_delay_seconds=[5, 30], cache_policy=NO_CACHE, persist_result=False)
 def ingest_task(input_dir: Path, *, limit: int | None = None, default_currency: str | None = None,
                 exclude: tuple[Path, ...] = (), exclude_globs: tuple[str, ...] = (),
                 limits: IngestLimits | None = None, progress: bool = False,
                 bank_profiles: tuple[BankProfile, ...] | None = None) -> IngestResult:
-    """Input folder -> Arrow tables. Cached by content: re-running history with a new model or
-    prompt re-reads no PDFs."""
+    """Input folder -> Arrow tables (not persisted by Prefect: see the module's docstring)."""
     result = ingest(input_dir, limit=limit, default_currency=default_currency, exclude=(*exclude, *exclude_globs),
                     limits=limits, progress=progress, bank_profiles=bank_profiles)
     get_run_logger().info("ingested %d files: %d documents, %d transaction rows, %d file/row errors",
@@ -100,13 +102,11 @@ def write_task(staging: Staging, manifest: dict[str, Any]) -> dict[str, Any]:
     return published
 
 
-def prefect_stages(*, refresh_cache: bool = False) -> Stages:
-    """`pipeline.run.Stages` whose stages run as the tasks above (call inside a flow run).
-    `refresh_cache` recomputes cached stages (a forced run re-reads its inputs)."""
-    ingest_t = ingest_task.with_options(refresh_cache=True) if refresh_cache else ingest_task
+def prefect_stages() -> Stages:
+    """`pipeline.run.Stages` whose stages run as the tasks above (call inside a flow run)."""
 
     def run_ingest(input_dir: Path, **kwargs: Any) -> IngestResult:
-        return ingest_t(input_dir, **kwargs)
+        return ingest_task(input_dir, **kwargs)
 
     def run_load(model_dir: Path, **engine_kwargs: Any) -> Any:
         return load_model_task(model_dir, engine_kwargs)
