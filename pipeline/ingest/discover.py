@@ -269,7 +269,7 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
         return
     budget = None
     if kind == "transactions" and not streamed:
-        fmt = log_format(rel, head)
+        fmt = log_format(rel, head).name
         if (need := whole_read_peak(fmt, size)) > limits.max_worker_memory_bytes:
             file_error("FileTooLarge", f"{size:,} bytes of {fmt} are read whole, which needs about {need >> 20:,} "
                        f"MiB, over the parser's limit of {limits.max_worker_memory_bytes >> 20:,} MiB "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from pathlib import PurePosixPath
+from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
@@ -595,59 +596,59 @@ def unreadable_log(exc: NotATable, data: bytes, source_file: str, sha: str, ask:
     return TransactionFile(errors=[err], question=question)
 
 
-def log_format(source_file: str, head: bytes) -> str:
-    """The format a transaction log will be read as, from its name and first bytes: a bank format's reader
-    (`ofx`, `camt`, `mt940`, `qif`, `excel`, `html_table`), `parquet`, `json`, `jsonl` or `delimited`."""
+@dataclass(frozen=True)
+class LogFormat:
+    """How a transaction log is read, decided once from its name and first bytes (`log_format`)."""
+
+    name: str  # a bank format's reader (ofx, camt, mt940, qif, excel, html_table), parquet, json, jsonl, delimited
+    reader: ModuleType | None  # the bank format's reader module
+    suffix: str  # the suffix its content shows (what the name says where the content does not say otherwise)
+
+
+def log_format(source_file: str, head: bytes) -> LogFormat:
+    """Content decides where the name is no log's or the bytes show another format (a CSV saved as `.pdf`, an
+    `.xls` that is a CSV, a Parquet file without its suffix); otherwise the name does."""
     suffix = PurePosixPath(source_file).suffix.lower()
-    reader = formats.reader_for(suffix, head[:4096])
-    if reader is not None:
-        return reader.__name__.rsplit(".", 1)[-1]
-    if head.startswith(_PARQUET_MAGIC):
-        return "parquet"
-    if suffix not in TRANSACTION_SUFFIXES:
+    if suffix not in TRANSACTION_SUFFIXES or head.startswith(_PARQUET_MAGIC):
         suffix = content_suffix(head[:_HEAD_BYTES]) or suffix
+    reader = formats.reader_for(suffix, head[:4096])
+    if reader is not None and not reader.sniff(head[:4096]) and (seen := content_suffix(head[:_HEAD_BYTES])):
+        reader, suffix = None, seen  # an '.xls' that is a CSV: what the bytes show wins over the name
+    if reader is not None:
+        return LogFormat(reader.__name__.rsplit(".", 1)[-1], reader, suffix)
     if suffix in PARQUET_SUFFIXES:
-        return "parquet"
+        return LogFormat("parquet", None, suffix)
     if suffix in JSON_SUFFIXES:
-        return "json" if suffix == ".json" else "jsonl"
-    return "delimited"
+        return LogFormat("json" if suffix == ".json" else "jsonl", None, suffix)
+    return LogFormat("delimited", None, suffix)
 
 
 def is_streamable(source_file: str, head: bytes) -> bool:
     """Whether a log is a delimited text export (not a bank format, Parquet or JSON): the kind read in batches
     when it is large (`pipeline.ingest.stream_log`)."""
-    suffix = PurePosixPath(source_file).suffix.lower()
-    if log_format(source_file, head) != "delimited":
-        return False
-    if suffix in DELIMITED_SUFFIXES:
-        return True
-    return suffix not in TRANSACTION_SUFFIXES and content_suffix(head[:_HEAD_BYTES]) == ".csv"
+    fmt = log_format(source_file, head)
+    return fmt.name == "delimited" and fmt.suffix in DELIMITED_SUFFIXES
 
 
 def read_transactions(data: bytes, source_file: str, sha: str, default_currency: str | None = None,
                       profiles: tuple[BankProfile, ...] = ()) -> TransactionFile:
     """Read one transaction log (a delimited one as the first matching bank profile says). File-level problems
     become a single file error."""
-    suffix = PurePosixPath(source_file).suffix.lower()
     delimited_unprofiled = False
-    if suffix not in TRANSACTION_SUFFIXES or data.startswith(_PARQUET_MAGIC):  # content decides (`content_suffix`)
-        suffix = content_suffix(data[:_HEAD_BYTES]) or suffix
     pre_errors: list[ErrorRecord] = []
+    fmt = log_format(source_file, data[:_HEAD_BYTES])
     try:
-        reader = formats.reader_for(suffix, data[:4096])
-        if reader is not None and not reader.sniff(data[:4096]) and (seen := content_suffix(data[:_HEAD_BYTES])):
-            reader, suffix = None, seen  # an '.xls' that is a CSV: what the bytes show wins over the name
-        if reader is not None:
-            parsed = reader.read(data)
+        if fmt.reader is not None:
+            parsed = fmt.reader.read(data)
             result = (_statement_file(parsed, source_file, sha, default_currency) if isinstance(parsed, Statement)
                       else _tables_file(parsed, source_file, sha, default_currency,
                                         profile_for(source_file, profiles)))
             result.errors.sort(key=lambda e: e.source_row or 0)
             return result
-        if suffix in PARQUET_SUFFIXES:
+        if fmt.name == "parquet":
             table = _parquet_records(data)
-        elif suffix in JSON_SUFFIXES:
-            table, pre_errors = _json_records(data, source_file, sha, suffix)
+        elif fmt.name in ("json", "jsonl"):
+            table, pre_errors = _json_records(data, source_file, sha, fmt.suffix)
         else:
             profile = profile_for(source_file, profiles)
             delimited_unprofiled = profile is None
