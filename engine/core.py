@@ -76,13 +76,16 @@ class EngineCore:
         now = time.perf_counter()
         self.counters.steps += 1
         logprobs = result.logprobs or [[] for _ in result.tokens]
-        tops = result.top_logprobs or [[] for _ in result.tokens]
-        for seq, count, toks, error, lps, top in zip(inputs.sampling_seqs, inputs.sample_counts, result.tokens,
-                                                     result.errors, logprobs, tops):
+        row0 = 0
+        for seq, count, toks, error, lps in zip(inputs.sampling_seqs, inputs.sample_counts, result.tokens,
+                                                result.errors, logprobs):
             if error is not None:
                 self._set_finish(seq, "error", now, error)
             else:
+                top = ([result.top_logprobs[r] for r in range(row0, row0 + len(toks))]
+                       if result.top_logprobs and seq.params.logprobs else None)
                 self._resolve(seq, toks, count - 1, now, lps, top)
+            row0 += count
         done = []
         for seq in batch.seqs:
             if seq.draft_ids:  # the budget cut its verify step short: drafts are proposed again if at all
@@ -118,7 +121,7 @@ class EngineCore:
             seq.append([tok])
             if logprobs:
                 seq.output_logprobs.append(logprobs[j])
-            if top and seq.params.logprobs:
+            if top:
                 seq.output_top_logprobs.append(top[j])
             self.counters.output_tokens += 1
             stop = self.stop_checker.check(seq, tok)

@@ -26,8 +26,8 @@ class SampleResult:
     tokens: list[list[int]]  # per sampling sequence, one token per sampled position
     errors: list[str | None]  # per sampling sequence: why it cannot go on, or None
     logprobs: list[list[float]] | None = None  # per sampling sequence (empty unless its params ask for them)
-    # per sampling sequence, per sampled position: its params.logprobs most likely (token id, log-probability)
-    top_logprobs: list[list[list[tuple[int, float]]]] | None = None
+    # row -> its params.logprobs most likely (token id, log-probability); rows of sequences asking k > 0 only
+    top_logprobs: dict[int, list[tuple[int, float]]] | None = None
 
 
 def _mask_banned(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[int], counts: list[int],
@@ -110,7 +110,7 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_id
     want = [r for seq, row0, c in zip(seqs, first_rows, counts) if seq.params.logprobs is not None
             for r in range(row0, row0 + c)]
     lse = dict(zip(want, torch.logsumexp(logits[want], -1).tolist())) if want else {}
-    top = _top_logprobs(logits, seqs, first_rows, counts, lse)
+    top = _top_logprobs(logits, seqs, first_rows, counts, lse) if want else None
     _mask_banned(logits, seqs, first_rows, counts, eos_ids)
     if structured is not None:
         _apply_constraints(logits, seqs, first_rows, counts, structured, errors)
@@ -137,8 +137,7 @@ def sample(logits: torch.Tensor, seqs: list[Sequence], counts: list[int], eos_id
             tokens.append(_sample_rows(logits, row0, count, maxima, seq))
     logprobs = [[float(logits[r, t]) - lse[r] for r, t in zip(range(row0, row0 + len(toks)), toks)]
                 if seq.params.logprobs is not None else [] for seq, row0, toks in zip(seqs, first_rows, tokens)]
-    tops = [[top.get(r, []) for r in range(row0, row0 + len(toks))] for row0, toks in zip(first_rows, tokens)]
-    return SampleResult(tokens, errors, logprobs, tops)
+    return SampleResult(tokens, errors, logprobs, top or None)
 
 
 def _top_logprobs(logits: torch.Tensor, seqs: list[Sequence], first_rows: list[int], counts: list[int],

@@ -132,9 +132,8 @@ def model_template_sha(model: str | Path) -> str | None:
 
 
 def load_llm(model: str | Path, **engine_kwargs: Any) -> Any:
-    """A fresh `engine.LLM` for a resolved model (base plus any adapter) and engine settings."""
-    base, adapter = model_parts(Path(model).resolve())
-    return engine.LLM(str(base), adapter=str(adapter) if adapter else None, **engine_kwargs)
+    """A fresh `engine.LLM` for a resolved model and engine settings (an adapter's base is the engine's to find)."""
+    return engine.LLM(str(Path(model).resolve()), **engine_kwargs)
 
 
 class EngineCache:
