@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -31,27 +32,27 @@ def _records(n: int) -> list[tuple[date, str, str]]:
              f"{_DESCRIPTIONS[i % len(_DESCRIPTIONS)]} {i}") for i in range(n)]
 
 
-def _fill(path: Path, target: int, head: str, record: str, tail: str, fmt: callable) -> None:  # type: ignore[valid-type]
-    """Write `head`, records formatted by `fmt` until the file reaches `target` bytes, then `tail`."""
-    per = len(fmt(record, 0, date(2024, 1, 1), "-1.00", _DESCRIPTIONS[0]).encode())
-    recs = _records(max(1, target // per))
+def _fill(path: Path, target: int, head: str, tail: str, line: Callable[[int, date, str, str], str]) -> None:
+    """Write `head`, records as `line(index, date, amount, description)` writes them until the file reaches
+    `target` bytes, then `tail`."""
+    per = len(line(0, date(2024, 1, 1), "-1.00", _DESCRIPTIONS[0]).encode())
     with path.open("w", encoding="utf-8", newline="") as f:
         f.write(head)
-        for i, (d, a, text) in enumerate(recs):
-            f.write(fmt(record, i, d, a, text))
+        for i, (d, a, text) in enumerate(_records(max(1, target // per))):
+            f.write(line(i, d, a, text))
         f.write(tail)
 
 
 def make(fmt: str, path: Path, target: int) -> Path:
     if fmt == "csv":
-        _fill(path, target, "date,amount,currency,description\n", "{d},{a},EUR,{t}\n", "",
-              lambda r, i, d, a, t: r.format(d=d.isoformat(), a=a, t=t))
+        _fill(path, target, "date,amount,currency,description\n", "",
+              lambda i, d, a, t: f"{d.isoformat()},{a},EUR,{t}\n")
     elif fmt == "jsonl":
-        _fill(path, target, "", "", "", lambda r, i, d, a, t: json.dumps(
+        _fill(path, target, "", "", lambda i, d, a, t: json.dumps(
             {"date": d.isoformat(), "amount": a, "currency": "EUR", "description": t}) + "\n")
     elif fmt == "json":
-        _fill(path, target, '{"account": "DE02120300000000202051", "transactions": [\n', "", "{}]}\n",
-              lambda r, i, d, a, t: json.dumps({"date": d.isoformat(), "amount": a, "currency": "EUR",
+        _fill(path, target, '{"account": "DE02120300000000202051", "transactions": [\n', "{}]}\n",
+              lambda i, d, a, t: json.dumps({"date": d.isoformat(), "amount": a, "currency": "EUR",
                                                  "description": t}) + ",\n")
     elif fmt == "ofx":
         head = ("OFXHEADER:100\nDATA:OFXSGML\nVERSION:102\nSECURITY:NONE\nENCODING:USASCII\nCHARSET:1252\n"
@@ -60,27 +61,27 @@ def make(fmt: str, path: Path, target: int) -> Path:
                 "<ACCTID>202051<ACCTTYPE>CHECKING</BANKACCTFROM><BANKTRANLIST><DTSTART>20240101<DTEND>20241231\n")
         tail = ("</BANKTRANLIST><LEDGERBAL><BALAMT>0.00<DTASOF>20241231</LEDGERBAL></STMTRS></STMTTRNRS>"
                 "</BANKMSGSRSV1></OFX>\n")
-        _fill(path, target, head, "", tail, lambda r, i, d, a, t: (
+        _fill(path, target, head, tail, lambda i, d, a, t: (
             f"<STMTTRN><TRNTYPE>OTHER<DTPOSTED>{d:%Y%m%d}<TRNAMT>{a}<FITID>{i}<NAME>{t}</STMTTRN>\n"))
     elif fmt == "qif":
-        _fill(path, target, "!Type:Bank\n", "", "", lambda r, i, d, a, t: f"D{d:%m/%d/%Y}\nT{a}\nP{t}\n^\n")
+        _fill(path, target, "!Type:Bank\n", "", lambda i, d, a, t: f"D{d:%m/%d/%Y}\nT{a}\nP{t}\n^\n")
     elif fmt == "mt940":
-        _fill(path, target, ":20:STMT\n:25:DE02120300000000202051\n:28C:1/1\n:60F:C240101EUR0,00\n", "",
+        _fill(path, target, ":20:STMT\n:25:DE02120300000000202051\n:28C:1/1\n:60F:C240101EUR0,00\n",
               ":62F:C241231EUR0,00\n",
-              lambda r, i, d, a, t: (f":61:{d:%y%m%d}{'D' if a.startswith('-') else 'C'}"
+              lambda i, d, a, t: (f":61:{d:%y%m%d}{'D' if a.startswith('-') else 'C'}"
                                      f"{a.lstrip('-').replace('.', ',')}NTRFNONREF\n:86:{t}\n"))
     elif fmt == "camt":
         head = ('<?xml version="1.0" encoding="UTF-8"?>\n<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.02">'
                 "<BkToCstmrStmt><GrpHdr><MsgId>1</MsgId><CreDtTm>2024-12-31T00:00:00</CreDtTm></GrpHdr><Stmt><Id>1</Id>"
                 "<CreDtTm>2024-12-31T00:00:00</CreDtTm><Acct><Id><IBAN>DE02120300000000202051</IBAN></Id>"
                 "<Ccy>EUR</Ccy></Acct>\n")
-        _fill(path, target, head, "", "</Stmt></BkToCstmrStmt></Document>\n", lambda r, i, d, a, t: (
+        _fill(path, target, head, "</Stmt></BkToCstmrStmt></Document>\n", lambda i, d, a, t: (
             f'<Ntry><Amt Ccy="EUR">{a.lstrip("-")}</Amt><CdtDbtInd>{"DBIT" if a.startswith("-") else "CRDT"}'
             f"</CdtDbtInd><Sts>BOOK</Sts><BookgDt><Dt>{d.isoformat()}</Dt></BookgDt><NtryDtls><TxDtls><RmtInf>"
             f"<Ustrd>{t}</Ustrd></RmtInf></TxDtls></NtryDtls></Ntry>\n"))
     elif fmt == "html_table":
         _fill(path, target, "<html><body><table><tr><th>Date</th><th>Amount</th><th>Currency</th>"
-              "<th>Description</th></tr>\n", "", "</table></body></html>\n", lambda r, i, d, a, t: (
+              "<th>Description</th></tr>\n", "</table></body></html>\n", lambda i, d, a, t: (
                   f"<tr><td>{d.isoformat()}</td><td>{a}</td><td>EUR</td><td>{t}</td></tr>\n"))
     elif fmt == "parquet":
         import pyarrow as pa

@@ -83,12 +83,13 @@ def remove_instructions(text: str) -> Cleaned:
     removed: list[str] = []
     i = 0
     while i < len(lines):
-        if not _MARKER.search(lines[i]):
-            keep.append(lines[i])
+        line = lines[i]
+        marker = _MARKER.search(line)
+        if not marker:
+            keep.append(line)
             i += 1
             continue
-        line = lines[i]
-        cut = _sentence_start(line, _MARKER.search(line).start())  # type: ignore[union-attr]
+        cut = _sentence_start(line, marker.start())
         before, first = line[:cut].rstrip(), line[cut:]
         follow = _FOLLOW_LINES if _announces(first) else 0
         i += 1
