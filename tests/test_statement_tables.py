@@ -68,11 +68,12 @@ def test_markdown_table_on_one_line_and_full_dates() -> None:
           "| | | Diluted | | $ | 6.08 | | $ | 6.13 | | Shares used in computing earnings per share: | | | | | | "
           "Diluted | | | 15,408,095 | | | 15,812,547 |")
     facts = statement_facts([md])
-    assert _by(facts, "Revenues") == {("2023-09-29", "2024-09-28"): Decimal("391035e6"),
+    # a 52/53-week year starts the day after the year before it ends (September 30, 2023), not 12 months before
+    assert _by(facts, "Revenues") == {("2023-10-01", "2024-09-28"): Decimal("391035e6"),
                                       ("2022-10-01", "2023-09-30"): Decimal("383285e6")}
-    assert _by(facts, "EarningsPerShareDiluted")[("2023-09-29", "2024-09-28")] == Decimal("6.08")
+    assert _by(facts, "EarningsPerShareDiluted")[("2023-10-01", "2024-09-28")] == Decimal("6.08")
     # shares carry their own printed scale (thousands), amounts theirs (millions)
-    assert _by(facts, "WeightedAverageNumberOfDilutedSharesOutstanding")[("2023-09-29", "2024-09-28")] == Decimal(
+    assert _by(facts, "WeightedAverageNumberOfDilutedSharesOutstanding")[("2023-10-01", "2024-09-28")] == Decimal(
         "15408095e3")
 
 
@@ -171,3 +172,73 @@ def test_per_share_rows_named_by_their_heading_and_an_entity_after_the_title() -
     assert _by(facts, "EarningsPerShareBasic")[("2018-01-01", "2018-12-31")] == Decimal("3.77")
     assert _by(facts, "NetIncomeLoss")[("2018-01-01", "2018-12-31")] == Decimal("15528e6")
     assert _by(facts, "Revenues")[("2017-01-01", "2017-12-31")] == Decimal("126034e6")
+
+
+def test_years_printed_twice_in_the_header_are_one_set_of_columns() -> None:
+    text = ("Consolidated Statements of Operations\nYears ended December 31, 2021, 2020, and 2019\n2021 2020 2019\n"
+            "(in millions, except per share amounts)\nTotal revenue 9,100 9,900 10,500\nCost of sales 7,000 7,500 8,000\n"
+            "Operating income 2,100 2,400 2,500\nNet income $ 150 $ (20) $ 300\nDiluted earnings per share $ 0.22 $ (0.03)"
+            " $ 0.45\n")
+    facts = statement_facts([text])
+    assert _by(facts, "Revenues") == {("2021-01-01", "2021-12-31"): Decimal("9100e6"),
+                                      ("2020-01-01", "2020-12-31"): Decimal("9900e6"),
+                                      ("2019-01-01", "2019-12-31"): Decimal("10500e6")}
+    assert _by(facts, "NetIncomeLoss")[("2020-01-01", "2020-12-31")] == Decimal("-20e6")
+
+
+def test_a_page_number_above_the_header_and_durations_that_do_not_divide_the_columns() -> None:
+    # a transition period: two 12-month years and one 11-month period; only the first column's duration is certain
+    text = ("Consolidated Statements of Earnings\n$ in millions, except per share amounts\n41\n12 Months Ended 11 Months "
+            "Ended\nFiscal Years Ended January 30, 2016 January 31, 2015 February 1, 2014\nRevenue $ 39,500 $ 40,300 $ 38,200\n"
+            "Gross profit 9,200 9,000 8,700\nOperating income 1,400 1,450 1,100\nNet earnings $ 800 $ 1,200 $ 500\n"
+            "Diluted earnings per share $ 2.30 $ 3.40 $ 1.45\n")
+    facts = statement_facts([text])
+    assert _by(facts, "Revenues") == {("2015-02-01", "2016-01-30"): Decimal("39500e6")}
+    current = current_period_fact(facts, "eps_diluted", months=12)
+    assert current is not None and current.value == Decimal("2.30") and current.page == 1
+
+
+COVER = ("UNITED STATES SECURITIES AND EXCHANGE COMMISSION\nFORM 10-K\nANNUAL REPORT PURSUANT TO SECTION 13 OR 15(d)\n"
+         "For the fiscal year ended {end}\nCommission File Number 1-0000\nEXAMPLE CORP\n")
+YEARS_ONLY = ("CONSOLIDATED STATEMENTS OF EARNINGS\n(Dollars in Millions Except Per Share Amounts) (Note 1)\n{years}\n"
+              "Sales to customers $ 70,100 74,300 71,300\nGross profit 48,500 51,600 49,000\n"
+              "Net earnings $ 15,400 16,300 13,800\nNet earnings per share Diluted $ 5.48 5.70 4.81\n")
+
+
+def test_a_header_of_years_only_takes_the_period_end_the_cover_states() -> None:
+    # a 52/53-week year ending in early January: only the current column's end is stated (on the cover)
+    facts = statement_facts([COVER.format(end="January 3, 2016"), YEARS_ONLY.format(years="2015 2014 2013")])
+    assert _by(facts, "Revenues") == {("2015-01-04", "2016-01-03"): Decimal("70100e6")}
+    # a year ending on a month's last day: every column ends on that day of its year
+    facts = statement_facts([COVER.format(end="December 31, 2015"), YEARS_ONLY.format(years="2015 2014 2013")])
+    assert set(_by(facts, "NetIncomeLoss")) == {("2015-01-01", "2015-12-31"), ("2014-01-01", "2014-12-31"),
+                                                ("2013-01-01", "2013-12-31")}
+    # the cover's year is not the statement's latest column: no period is taken from it
+    assert statement_facts([COVER.format(end="December 31, 2017"), YEARS_ONLY.format(years="2015 2014 2013")]) == []
+
+
+def test_earnings_loss_labels_and_a_label_wrapped_under_a_per_share_heading() -> None:
+    text = ("Consolidated Statements of Operations\nYears ended December 31, 2021 2020\n(in millions, except per share "
+            "amounts)\nTotal revenue 9,100 9,900\nOperating income 2,100 2,400\nNet earnings (loss) attributable to "
+            "Example Co. shareholders $ 150 $ (20)\nBASIC EARNINGS PER SHARE:\nIncome from continuing operations "
+            "attributable to Example common stockholders, net\nof tax $ 0.20 $ (0.04)\nNET INCOME ATTRIBUTABLE TO EXAMPLE "
+            "COMMON STOCKHOLDERS $ 0.23 $ (0.03)\nDILUTED EARNINGS PER SHARE:\nIncome from continuing operations "
+            "attributable to Example common stockholders, net\nof tax $ 0.19 $ (0.04)\nNET INCOME ATTRIBUTABLE TO EXAMPLE "
+            "COMMON STOCKHOLDERS $ 0.22 $ (0.03)\n")
+    facts = statement_facts([text])
+    year = ("2021-01-01", "2021-12-31")
+    assert _by(facts, "NetIncomeLoss")[year] == Decimal("150e6")
+    assert _by(facts, "EarningsPerShareDiluted")[year] == Decimal("0.22")  # the wrapped label is not a heading
+    assert _by(facts, "EarningsPerShareBasic")[year] == Decimal("0.23")
+    bestbuy_like = text.replace("Net earnings (loss) attributable to Example Co. shareholders",
+                                "Net earnings (loss)").split("BASIC")[0] + "Diluted earnings (loss) per share $ 0.30 $ (0.02)\n"
+    assert _by(statement_facts([bestbuy_like]), "EarningsPerShareDiluted")[year] == Decimal("0.30")
+
+
+def test_income_attributed_to_redeemable_and_noncontrolling_interests_is_not_the_parents() -> None:
+    text = ("Consolidated Statements of Earnings\n(In Millions, Except per Share Data)\nFiscal Year\n2019 2018\n"
+            "Net sales $ 16,800 $ 15,700\nOperating profit 2,500 2,400\nNet earnings, including earnings attributable to "
+            "redeemable and noncontrolling\ninterests 1,790 2,160\nNet earnings attributable to redeemable and "
+            "noncontrolling interests 34 32\nNet earnings attributable to Example Mills $ 1,756 $ 2,128\n")
+    cover = COVER.format(end="May 26, 2019")
+    assert _by(statement_facts([cover, text]), "NetIncomeLoss")[("2018-05-27", "2019-05-26")] == Decimal("1756e6")

@@ -30,6 +30,7 @@ from decimal import Decimal
 from dateutil.relativedelta import relativedelta
 
 from pipeline.ingest.facts import FilingFact
+from pipeline.ingest.filing_cover import read_cover
 
 PARSER_VERSION = "statements-1"
 
@@ -51,7 +52,7 @@ _DECORATION = re.compile(rf"{_SYM}|\(|\)|%")  # words of a figure printed apart 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DATE = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(\d{1,2})\b"
                    r"(?:,?\s*((?:19|20)\d\d))?", re.I)
-_YEAR = re.compile(r"(?<![\d,.])((?:19|20)\d\d)(?![\d,.])")
+_YEAR = re.compile(r"(?<![\d,.])((?:19|20)\d\d)(?![\d.]|,\d)")  # "2020, 2019" are years; "2,020" is not
 _DURATION = re.compile(r"\b(three|six|nine|twelve|3|6|9|12|thirteen|twenty-six|thirty-nine|fifty-two|13|26|39|52)"
                        r"[\s-]+(months?|weeks?)\s+ended\b|\b(?:fiscal\s+)?(years?|quarters?)\s+ended\b", re.I)
 _DURATION_MONTHS = {"three": 3, "3": 3, "six": 6, "6": 6, "nine": 9, "9": 9, "twelve": 12, "12": 12}
@@ -81,13 +82,18 @@ def _c(name: str, kind: str, label: str, unit: str = "USD", absolute: bool = Fal
                    re.compile(prefer, re.I) if prefer else None)
 
 
+# what a statement calls its bottom line, "(loss)" printed with it or not
+_EARN = r"(?:(?:earnings|income|loss)(?:\s+\(loss\))?|\(loss\)\s+(?:income|earnings))"
+# the owners a share of income is attributed to, where they are the parent's: not the non-controlling (minority)
+# interests, wherever the label names them ("to redeemable and noncontrolling interests")
+_PARENT = r"(?![\w.,&'’ -]*\b(?:non-?controlling|minority)\b)[\w.,&'’ -]+"
 _EPS_HEAD = r"(earnings|income|loss).*per\s+(common\s+)?share|per\s+share"
 _SHARES_HEAD = r"weighted|shares\s+(used|outstanding)|number\s+of\s+(common\s+)?shares|share\s+count"
 # US-GAAP element names; labels as filings print them (the taxonomy's standard label and its common variants).
 CONCEPTS: tuple[Concept, ...] = (
     _c("us-gaap:Revenues", "income",
        r"(total\s+)?(net\s+)?(operating\s+)?(revenues?|sales)(,\s*net)?|total\s+net\s+(revenues?|sales)|"
-       r"revenues?,?\s+net", prefer=r"^total"),
+       r"revenues?,?\s+net|(net\s+)?sales\s+to\s+customers", prefer=r"^total"),
     _c("us-gaap:GrossProfit", "income", r"(total\s+)?gross\s+(margin|profit)(\s+\(loss\))?"),
     _c("us-gaap:ResearchAndDevelopmentExpense", "income", r"research\s+and\s+development(\s+expenses?)?"),
     _c("us-gaap:OperatingIncomeLoss", "income",
@@ -97,22 +103,22 @@ CONCEPTS: tuple[Concept, ...] = (
        r"(provision\s+for|\(?benefit\)?\s+(from|for)|income\s+tax\s+(expense|provision))[\s(a-z)]*taxes?|"
        r"provision\s+for\s+(income\s+)?taxes|income\s+tax\s+(expense|provision)(\s+\(benefit\))?"),
     _c("us-gaap:NetIncomeLoss", "income",
-       r"(consolidated\s+)?net\s+(income|earnings|loss|income\s+\(loss\)|\(loss\)\s+income|loss\s+and\s+comprehensive\s+loss)"
-       r"(\s+attributable\s+to\s+(?!non-?controlling|minority)[\w.,&'’ -]+)?",
+       rf"(consolidated\s+)?net\s+({_EARN}|loss\s+and\s+comprehensive\s+loss)"
+       rf"(\s+attributable\s+to\s+{_PARENT})?",
        prefer=r"attributable\s+to"),  # the parent's share, where the statement splits out non-controlling interests
     _c("us-gaap:EarningsPerShareBasicAndDiluted", "income",
-       r"(net\s+)?(earnings|income|loss|income\s+\(loss\)|earnings\s+\(loss\)|\(loss\)\s+income)\s+per\s+"
+       rf"(net\s+)?{_EARN}\s+per\s+"
        r"(common\s+)?share[\w\s,.'’—–-]*basic\s+(and|&)\s+diluted|basic\s+(and|&)\s+diluted(\s+\(?\$?\)?)?|"
-       r"basic\s+(and|&)\s+diluted\s+(net\s+)?(earnings|income|loss|\(loss\)\s+income|income\s+\(loss\))\s+per\s+"
+       rf"basic\s+(and|&)\s+diluted\s+(net\s+)?{_EARN}\s+per\s+"
        r"(common\s+)?share[\w\s.,&'’—–-]*",
        unit="USD/shares"),
     _c("us-gaap:EarningsPerShareDiluted", "income",
-       r"(net\s+)?(earnings|income|loss|income\s+\(loss\)|earnings\s+\(loss\))\s+per\s+(common\s+)?share[\w\s—–-]*"
-       r"diluted|diluted(\s+net)?\s+(earnings|income|loss|\(loss\)\s+income|income\s+\(loss\))\s+per\s+(common\s+)?"
+       rf"(net\s+)?{_EARN}\s+per\s+(common\s+)?share[\w\s—–-]*"
+       rf"diluted|diluted(\s+net)?\s+{_EARN}\s+per\s+(common\s+)?"
        r"share[\w\s.,&'—–-]*|diluted(\s+\(?\$?\)?)?", unit="USD/shares"),
     _c("us-gaap:EarningsPerShareBasic", "income",
-       r"(net\s+)?(earnings|income|loss|income\s+\(loss\)|earnings\s+\(loss\))\s+per\s+(common\s+)?share[\w\s—–-]*"
-       r"basic|basic(\s+net)?\s+(earnings|income|loss|\(loss\)\s+income|income\s+\(loss\))\s+per\s+(common\s+)?"
+       rf"(net\s+)?{_EARN}\s+per\s+(common\s+)?share[\w\s—–-]*"
+       rf"basic|basic(\s+net)?\s+{_EARN}\s+per\s+(common\s+)?"
        r"share[\w\s.,&'—–-]*|basic(\s+\(?\$?\)?)?", unit="USD/shares"),
     _c("us-gaap:WeightedAverageNumberOfDilutedSharesOutstanding", "income",
        r"diluted|weighted[\s-]+average\s+(number\s+of\s+)?diluted\s+(common\s+)?shares(\s+outstanding)?",
@@ -234,18 +240,25 @@ def _month_number(name: str) -> int:
     return _MONTHS.index(name[:3].lower()) + 1
 
 
-def _column_periods(header: str, n: int, kind: str) -> list[tuple[dt.date | None, dt.date]] | None:
-    """(start, end) of each of `n` columns from the header text, or None when the header does not say. Instants
-    (balance sheet) have no start."""
+Period = tuple[dt.date | None, dt.date]  # (start, end); an instant (balance sheet) has no start
+
+
+def _column_periods(header: str, n: int, kind: str, cover: _Cover | None = None) -> list[Period | None] | None:
+    """(start, end) of each of `n` columns from the header text, None for a column whose period the header leaves
+    open, or None when it states none. A header of years only ("2015 2014 2013") takes its period end from the
+    filing's cover (`cover`: the annual report's fiscal year end)."""
     dates = [(m.group(1), int(m.group(2)), m.group(3)) for m in _DATE.finditer(header)]
     full = [(mon, day, int(y)) for mon, day, y in dates if y]
+    ends: list[dt.date | None]
     if len(full) == n:
         ends = [_safe_date(y, _month_number(mon), day) for mon, day, y in full]
     else:
-        years = [int(y) for y in _YEAR.findall(header)]  # in the order printed, a full date's year included
-        month_days = [(mon, day) for mon, day, _ in dates]
-        if len(years) != n or not month_days:
+        years = _once(_once([int(y) for y in _YEAR.findall(header)], n), n)  # in the order printed
+        month_days = _once([(mon.lower()[:3], day) for mon, day, _ in dates], 1)  # "December 31" printed twice
+        if len(years) != n:
             return None
+        if not month_days:
+            return _cover_periods(years, kind, header, cover)
         per = n // len(month_days) if n % len(month_days) == 0 else 0
         if not per:
             return None
@@ -253,14 +266,72 @@ def _column_periods(header: str, n: int, kind: str) -> list[tuple[dt.date | None
                 for i, y in enumerate(years)]
     if any(e is None for e in ends):
         return None
+    return _with_starts(ends, kind, _months(header))
+
+
+def _once(values: list, n: int) -> list:
+    """`values` printed k times over ("... 2020, 2019, and 2018" above "2020 2019 2018") as one copy of n."""
+    if len(values) > n and len(values) % n == 0 and values == values[:n] * (len(values) // n):
+        return values[:n]
+    return values
+
+
+def _with_starts(ends: list[dt.date | None], kind: str, months: list[int]) -> list[Period | None] | None:
+    """Columns ending at `ends`, of the durations the header prints: k durations over n columns span n/k columns
+    each; where k does not divide n (a transition period: "12 Months Ended 11 Months Ended" over three columns) only
+    the first column's duration is certain, the first printed one, and the others stay open."""
     if kind == "balance":
-        return [(None, e) for e in ends]  # type: ignore[misc]
-    months = _months(header)
-    if not months or n % len(months):
+        return [(None, e) if e else None for e in ends]
+    n = len(ends)
+    if not months:
         return None
-    per = n // len(months)
-    return [((e + dt.timedelta(days=1)) - relativedelta(months=months[i // per]), e)  # type: ignore[operator]
-            for i, e in enumerate(ends)]
+    if n % len(months):
+        spans: list[int | None] = [months[0]] + [None] * (n - 1)
+    else:
+        spans = [months[i // (n // len(months))] for i in range(n)]
+    out: list[Period | None] = []
+    for i, (e, m) in enumerate(zip(ends, spans)):
+        if e is None or m is None:
+            out.append(None)
+            continue
+        start = (e + dt.timedelta(days=1)) - relativedelta(months=m)
+        before = ends[i + 1] if i + 1 < n else None  # the next column ends where this one starts (52/53-week years)
+        if before is not None and abs((before + dt.timedelta(days=1) - start).days) <= 10:
+            start = before + dt.timedelta(days=1)
+        out.append((start, e))
+    return out
+
+
+@dataclass(frozen=True)
+class _Cover:
+    """What the cover says of the report's period: its end, and whether it is an annual report."""
+
+    end: dt.date
+    annual: bool
+
+
+def _cover(pages: list[str]) -> _Cover | None:
+    cover = read_cover("\n".join(pages[:3]))
+    if cover is None or cover.period_end is None:
+        return None
+    return _Cover(dt.date.fromisoformat(cover.period_end), cover.form_type in ("10-K", "annual_report"))
+
+
+def _cover_periods(years: list[int], kind: str, header: str, cover: _Cover | None) -> list[Period | None] | None:
+    """Columns headed by years only. The latest (first) column is the cover's fiscal year where its year names it:
+    the year the period ends in, or the one before for a year ending in January or February (retailers' "fiscal
+    2019" ends early in 2020). Earlier columns end on the same day of their years only where the year ends on a
+    month's last day; a 52/53-week year's earlier ends are not stated, and those columns stay open."""
+    if cover is None or years[0] != max(years):
+        return None
+    end = cover.end
+    if years[0] != end.year and not (years[0] == end.year - 1 and end.month <= 2):
+        return None
+    months = _months(header) or ([12] if cover.annual else [])
+    month_end = (end + dt.timedelta(days=1)).day == 1
+    ends = [end] + [_safe_date(end.year - (years[0] - y), end.month, end.day) if month_end else None
+                    for y in years[1:]]
+    return _with_starts(ends, kind, months)
 
 
 def _safe_date(y: int, m: int, d: int) -> dt.date | None:
@@ -302,6 +373,8 @@ def _statements(pages: list[str]) -> list[_Statement]:
                     if len(header) > 12:
                         break
                     continue
+                if not rows and row is not None and not row.label and len(row.values) == 1:
+                    continue  # a page number printed between the title and the column header
                 rows.append(row if row is not None else _Row(nxt.rstrip(":"), [], nxt))
             if sum(1 for r in rows if r.values and r.label) >= 4:
                 found.append(_Statement(kind, line, number, header, rows))
@@ -334,20 +407,20 @@ def _unit(concept: Concept, currency: str | None) -> str | None:
     return concept.unit.replace("USD", currency) if currency else None
 
 
-def _facts_of(st: _Statement) -> list[FilingFact]:
+def _facts_of(st: _Statement, cover: _Cover | None = None) -> list[FilingFact]:
     counts = Counter(len(r.values) for r in st.rows if r.values)
     if not counts:
         return []
     n = counts.most_common(1)[0][0]
     header = " ".join([st.title, *st.header])
-    periods = _column_periods(header, n, st.kind)
+    periods = _column_periods(header, n, st.kind, cover)
     if periods is None:
         return []
     amount_scale, share_scale = _scale(header)
     currency = statement_currency(" ".join([header, *(r.line for r in st.rows)]))
     chosen: dict[str, tuple[Concept, _Row]] = {}
     heading = ""
-    for row in st.rows:
+    for row in _joined(st.rows):
         if not row.values:
             heading = row.label
             continue
@@ -363,9 +436,10 @@ def _facts_of(st: _Statement) -> list[FilingFact]:
     facts: list[FilingFact] = []
     for concept, row in chosen.values():
         scale = 0 if concept.unit == "USD/shares" else share_scale if concept.unit == "shares" else amount_scale
-        for col, (value, (start, end)) in enumerate(zip(row.values, periods)):
-            if value is None:
+        for col, (value, period) in enumerate(zip(row.values, periods)):
+            if value is None or period is None:
                 continue
+            start, end = period
             v = abs(value) if concept.absolute else value
             facts.append(FilingFact(concept=concept.name, period_start=start.isoformat() if start else None,
                                     period_end=end.isoformat(), dimensions=None, unit=_unit(concept, currency),
@@ -374,14 +448,27 @@ def _facts_of(st: _Statement) -> list[FilingFact]:
     return facts
 
 
+def _joined(rows: list[_Row]) -> list[_Row]:
+    """Rows with a label wrapped over two lines joined: a line without figures followed by one whose label starts in
+    lower case ("Income from continuing operations ..., net" / "of tax $ 0.06 $ 0.45") is one row, and not a
+    heading of the rows under it."""
+    out: list[_Row] = []
+    for row in rows:
+        if out and not out[-1].values and out[-1].label and row.label[:1].islower():
+            head = out.pop()
+            row = _Row(f"{head.label} {row.label}", row.values, f"{head.line} {row.line}")
+        out.append(row)
+    return out
+
+
 def _footnote_mark(line: str) -> bool:
     """A footnote marker printed after the label ("Net Income Per Share 1 $ 0.88 ..."): a single digit, not an
     amount, directly after a word."""
     return bool(re.search(r"[A-Za-z)]\s*[1-9]\s+\$?\s*[\d(]", line))
 
 
-_INCOME_LABEL = re.compile(r"^(net\s+)?(income|earnings|loss|income\s+\(loss\)|earnings\s+\(loss\))"
-                           r"(\s+\(loss\))?(\s+attributable\s+to\s+(?!non-?controlling|minority)[\w.,&'’ -]+)?$")
+_INCOME_LABEL = re.compile(rf"^(net\s+)?{_EARN}"
+                           rf"(\s+\(loss\))?(\s+attributable\s+to\s+{_PARENT})?$")
 
 
 def _eps_row_under(heading: str, label: str, concept: str) -> bool:
@@ -426,7 +513,8 @@ def statement_facts(pages: list[str]) -> list[FilingFact]:
     taken from the first statement of its kind that states it (a comprehensive-income statement repeats net
     income; it counts only where no income statement was read)."""
     out: dict[tuple[str, str | None, str], FilingFact] = {}
+    cover = _cover(pages)
     for st in sorted(_statements(pages), key=lambda s: (s.kind == "comprehensive", s.page)):
-        for f in _facts_of(st):
+        for f in _facts_of(st, cover):
             out.setdefault((f.concept, f.period_start, f.period_end or ""), f)
     return list(out.values())
