@@ -1,13 +1,17 @@
 """Document extraction: one model for every supported financial document type.
 
 Every value is copied from the document text (dates rewritten to ISO, amounts to plain
-decimal strings) so that exact-match accuracy is meaningful and no arithmetic is needed.
+decimal strings) so that exact-match accuracy is meaningful and no arithmetic is needed. The model writes them as
+text; the documents dataset stores them typed (date32, decimal128(18, 2) in full units: schemas.arrow.Stored).
 """
 
 from enum import Enum
 from typing import Annotated
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.arrow import Stored
 
 ISO_DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 AMOUNT_PATTERN = r"^-?[0-9]{1,15}\.[0-9]{2}$"
@@ -51,13 +55,13 @@ class DocumentExtraction(BaseModel):
     reference: Annotated[str, Field(min_length=1, max_length=40)] | None = Field(
         description="document number, statement/case/trade/report reference"
     )
-    date: Annotated[str, Field(pattern=ISO_DATE_PATTERN)] | None = Field(
+    date: Annotated[str, Field(pattern=ISO_DATE_PATTERN), Stored(pa.date32())] | None = Field(
         description="document date, YYYY-MM-DD; null where the document prints none"
     )
     currency: Annotated[str, Field(pattern=CURRENCY_PATTERN)] | None = Field(
         description="ISO 4217 code of the amount"
     )
-    amount: Annotated[str, Field(pattern=AMOUNT_PATTERN)] | None = Field(
+    amount: Annotated[str, Field(pattern=AMOUNT_PATTERN), Stored(pa.decimal128(18, 2))] | None = Field(
         description="headline amount as a plain decimal: invoice total, closing balance,"
         " net settlement, amount under review or price target"
     )

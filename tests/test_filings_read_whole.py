@@ -3,6 +3,7 @@ cover into the filing's documents row, and nothing of its text is left unread or
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
@@ -44,7 +45,7 @@ def test_a_filing_is_read_whole_by_sections(tmp_path: Path, fake_model: Path) ->
     doc = docs[0]
     assert (doc["route"], doc["form_type"], doc["doc_type"], doc["issuer"], doc["date"], doc["reference"],
             doc["currency"], doc["amount"]) == ("sections", "10-Q", "filing", "ACME WIDGETS CORPORATION",
-                                                "2024-06-30", "001-12345", "USD", None)
+                                                dt.date(2024, 6, 30), "001-12345", "USD", None)
     assert doc["text_read_fraction"] == 1.0 and not doc["truncated"]
     assert doc["sections_read"] == doc["sections_total"] == len(sections)
     # the sections tile the text: contiguous, from its first character to its last

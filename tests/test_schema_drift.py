@@ -1,7 +1,8 @@
 """Output written by an older schema version (issue 43): a run refuses to publish beside it, `pipeline migrate`
 rewrites it atomically, polars and DuckDB then read each dataset with one schema, and `inspect` says what is
 mixed. The older version is made here from a current run's parts, the way the previous releases differed: a
-column they did not record yet (ocred_pages) and an amount stored as a float."""
+column they did not record yet (ocred_pages), a window amount stored as a float, and a document's date and amount
+stored as text (before schema 3.0)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def _make_older(out: Path) -> None:
     for part in published_parts(out, "documents"):
         t = pq.read_table(part)
         t = t.drop_columns(["ocred_pages"])
+        for name in ("date", "amount"):
+            t = t.set_column(t.schema.get_field_index(name), name, pc.cast(t.column(name), pa.string()))
         t = t.set_column(t.schema.get_field_index("schema_version"), "schema_version",
                          pa.array(["2.1.0"] * t.num_rows, pa.string()))
         pq.write_table(t, part)
@@ -59,7 +62,8 @@ def older_output(tmp_path: Path, fake_model: Path) -> tuple[Path, Path]:
 def test_a_run_refuses_to_publish_beside_an_older_schema(older_output: tuple[Path, Path], fake_model: Path) -> None:
     inp, out = older_output
     before = {p.name for ds in ("documents", "transactions") for p in published_parts(out, ds)}
-    with pytest.raises(SchemaDriftError, match=r"documents: 1 part of schema 2\.1\.0 \(missing ocred_pages\).*"
+    with pytest.raises(SchemaDriftError, match=r"documents: 1 part of schema 2\.1\.0 \(missing ocred_pages, date: "
+                       r"string, now date32\[day\], amount: string, now decimal128\(18, 2\)\).*"
                        r"credits: double, now decimal.*pipeline migrate --output"):
         _run(inp, out, fake_model, "2024-05-02")
     assert {p.name for ds in ("documents", "transactions") for p in published_parts(out, ds)} == before
@@ -76,6 +80,12 @@ def test_migrate_then_polars_and_duckdb_read_one_schema_with_exact_amounts(
     docs = pl.scan_parquet(str(out / "documents" / "**" / "*.parquet"), hive_partitioning=True).collect()
     assert docs.height == 3 and docs["ocred_pages"].null_count() == 3  # not recorded then: unknown, not []
     assert sorted(set(docs["schema_version"].to_list()))[0] == "2.1.0"  # rows keep the version that wrote them
+    assert docs.schema["date"] == pl.Date and docs.schema["amount"] == pl.Decimal(18, 2)
+    assert docs["amount"].null_count() < docs.height and docs["date"].null_count() < docs.height
+    doc_glob = str(out / "documents" / "**" / "*.parquet")
+    doc_types = duckdb.connect().execute(f"SELECT DISTINCT typeof(date), typeof(amount) FROM read_parquet("
+                                         f"'{doc_glob}', hive_partitioning=true)").fetchall()
+    assert doc_types == [("DATE", "DECIMAL(18,2)")]
     windows = pl.scan_parquet(str(out / "account_windows" / "**" / "*.parquet"), hive_partitioning=True).collect()
     assert windows.schema["credits"] == pl.Decimal(18, 2)
     con = duckdb.connect()
@@ -92,7 +102,8 @@ def test_inspect_reports_the_older_parts_and_the_mixed_rows(older_output: tuple[
     buf = io.StringIO()
     inspect_output(out, Console(file=buf, width=200))
     text = buf.getvalue()
-    assert "documents: 1 part of an older schema (2.1.0; missing ocred_pages)" in text
+    assert "documents: 1 part of an older schema (2.1.0; missing ocred_pages, date: string, now date32[day], " \
+           "amount: string, now decimal128(18, 2))" in text
     assert "documents 2.1.0: 3" not in text  # one version per dataset is not "mixed"
     assert "pipeline migrate" in text
     assert cli(["migrate", "--output", str(out)]) == 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+from decimal import Decimal
 
 import llguidance
 import pyarrow as pa
@@ -16,6 +18,7 @@ from schemas import (
     DocumentExtraction,
     Flag,
     arrow_schema_for,
+    arrow_values,
     constrained_json_schema,
     to_compact_json,
 )
@@ -81,11 +84,18 @@ def test_arrow_schemas_follow_the_pydantic_models():
     assert doc.names == list(DocumentExtraction.model_fields)
     assert doc.field("doc_type").nullable is False and doc.field("amount").nullable is True
     assert doc.field("issuer").nullable is True and doc.field("date").nullable is True
-    assert all(f.type == pa.string() for f in doc)
+    # the model writes every field as text; dates and amounts are stored typed (schema 3.0)
+    assert doc.field("date").type == pa.date32() and doc.field("amount").type == pa.decimal128(18, 2)
+    assert all(f.type == pa.string() for f in doc if f.name not in ("date", "amount"))
     win = arrow_schema_for(AccountWindowSummary)
     assert win.field("flags").type == pa.list_(pa.string())
-    table = pa.Table.from_pylist([DocumentExtraction.model_validate(DOC).model_dump(mode="json")], schema=doc)
+    dumped = DocumentExtraction.model_validate(DOC).model_dump(mode="json")
+    table = pa.Table.from_pylist([arrow_values(DocumentExtraction, dumped)], schema=doc)
     assert table.num_rows == 1
+    assert table.column("amount")[0].as_py() == Decimal(dumped["amount"])  # exact, never through a float
+    assert table.column("date")[0].as_py() == dt.date.fromisoformat(dumped["date"])
+    # the JSON schema the model is constrained to still asks for text
+    assert DocumentExtraction.model_json_schema()["properties"]["amount"]["anyOf"][0]["type"] == "string"
 
 
 def test_transaction_schema_matches_the_team_contract():

@@ -35,6 +35,7 @@ from schemas import (
     DocumentExtraction,
     SectionSummary,
     arrow_schema_for,
+    arrow_values,
 )
 
 DATASETS = ("documents", "account_windows", "transactions", "filing_facts", "filing_sections", "errors")
@@ -212,7 +213,7 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
     else:
         row.update({k: _fact_value(k, v) for k, v in unit.facts.items()})
         row.update(source_files=list(unit.source_files), tx_fingerprint=unit.context["tx_fingerprint"])
-    row.update(fields)
+    row.update(arrow_values(type(result), fields))  # dates and amounts typed as the dataset stores them
     row.update(prompt_tokens=item.n_tokens, output_tokens=len(out.token_ids), finish_reason=out.finish_reason)
     row.update(run)
     return row
@@ -224,7 +225,7 @@ def einvoice_row(unit: Any, run: dict[str, str]) -> dict[str, Any]:
     row.update(truncated=False, text_read_fraction=1.0, route="embedded_xml", prompt_tokens_full=0,
                extraction_method="embedded_xml", grounded=True,
                field_logprobs=None, field_confident={n: True for n in CONFIDENCE_FIELDS}, needs_review=False)
-    row.update(unit.extracted)
+    row.update(arrow_values(DocumentExtraction, unit.extracted))
     row.update(prompt_tokens=0, output_tokens=0, finish_reason=None)
     row.update(run)
     return row

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from pipeline.grounding.schema import CHOICE_FIELDS
 from pipeline.ingest.facts import FilingFact, current_period_fact
 from pipeline.plan.bucketing import FilingPlan
+from schemas import DocumentExtraction, arrow_values
 
 _MONTHS_OF_FORM = {"10-K": 12, "annual_report": 12, "10-Q": 3}
 
@@ -56,7 +57,7 @@ def filing_row(plan: FilingPlan, section_rows: dict[str, dict[str, Any]], facts:
               "currency": filing_currency(facts, ctx["form_type"]), "amount": None, "account": None}
     row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file}
     row.update({k: v for k, v in ctx.items() if k not in ("registrant", "period_end", "file_number")})
-    row.update(fields)
+    row.update(arrow_values(DocumentExtraction, fields))
     row.update(truncated=fraction < 1.0, text_read_fraction=fraction, route="sections",
                prompt_tokens_full=sum(int(r["prompt_tokens"]) for r in done), sections_read=len(done),
                sections_total=len(plan.sections), extraction_method="filing_cover", grounded=True,

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pipeline.output.datasets import DATASETS
@@ -93,7 +94,7 @@ def inspect_output(output_dir: Path, console: Console | None = None) -> int:
                                   for ds, v in mixed.items()), soft_wrap=True)
     for d in find_drift(output_dir):
         console.print(f"[red]{d.dataset}: {part_count(d)} of an older schema ({', '.join(sorted(d.versions))}; "
-                      f"{', '.join(d.differences[:3])}): runs refuse this output until `pipeline migrate --output "
+                      f"{escape(', '.join(d.differences[:3]))}): runs refuse this output until `pipeline migrate --output "
                       f"{output_dir}` rewrites them[/red]", soft_wrap=True)
     m = latest_manifest(output_dir)
     if m:
