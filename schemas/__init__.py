@@ -15,7 +15,8 @@ SCHEMA_VERSION = "3.0.0"  # 1.1: document date, amount and account decoded only 
 # 2.1: documents carry text_read_fraction and route (engine | context_parallel | embedded_xml); 2.2: filings are
 # read whole by sections (route "sections", form_type, sections_read), the filing_sections dataset, and filing
 # facts from statement tables (method "table", label, confidence); 3.0: documents store date as date32 and amount
-# as decimal128(18, 2) (were text; `pipeline migrate` casts older parts)
+# as decimal128(18, 2) (were text; `pipeline migrate` casts older parts) and field_sources: each value's page, character
+# span and printed characters, or its e-invoice XML element
 
 __all__ = [
     "SCHEMA_VERSION",

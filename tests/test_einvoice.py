@@ -10,8 +10,9 @@ import pytest
 
 from pipeline.config import RunConfig
 from pipeline.ingest.einvoice import einvoice_fields, embedded_xml
-from pipeline.run import run_pipeline
 from pipeline.output.sink import read_dataset
+from pipeline.run import run_pipeline
+from schemas import DocumentExtraction, arrow_values
 from tests.helpers.einvoices import CII, EXPECTED, UBL, ZUGFERD1, einvoice_pdf
 from tests.helpers.fake_llm import GOOD_DOCUMENT, FakeLLM
 from tests.helpers.pipeline_inputs import make_pdf
@@ -69,11 +70,21 @@ def test_run_reads_einvoices_from_xml_and_the_rest_with_the_model(tmp_path: Path
     assert sum(llm.calls) == 1  # only the plain PDF went to the model
     xml_row, model_row = rows["einvoice.pdf"], rows["plain.pdf"]
     assert xml_row["extraction_method"] == "embedded_xml" and xml_row["grounded"]
-    assert {k: xml_row[k] for k in EXPECTED} == EXPECTED
+    assert {k: xml_row[k] for k in EXPECTED} == arrow_values(DocumentExtraction, EXPECTED)  # typed: date, decimal
+    # each value's provenance is the XML element it was read from
+    paths = {s["field"]: s["xml_path"] for s in xml_row["field_sources"]}
+    assert set(paths) == {k for k, v in EXPECTED.items() if v is not None and k != "doc_type"}
+    assert paths["amount"].endswith("/ram:GrandTotalAmount") and paths["issuer"].endswith("SellerTradeParty/ram:Name")
+    assert paths["date"].endswith("/udt:DateTimeString") and all(s["page"] is None for s in xml_row["field_sources"])
     assert xml_row["prompt_tokens"] == 0 and xml_row["output_tokens"] == 0
     assert all(xml_row["field_confident"].values()) and not xml_row["needs_review"]  # read exactly
     assert model_row["extraction_method"] == "model"
-    assert {k: model_row[k] for k in GOOD_DOCUMENT} == GOOD_DOCUMENT
+    assert {k: model_row[k] for k in GOOD_DOCUMENT} == arrow_values(DocumentExtraction, GOOD_DOCUMENT)
+    # a model row's provenance: the page and the characters each printed value was read from; the date the page
+    # never prints has none
+    sources = {s["field"]: s for s in model_row["field_sources"]}
+    assert sources["amount"]["page"] == 1 and sources["amount"]["printed"] == "100.50"
+    assert sources["issuer"]["printed"] == "Example Supplies GmbH" and "date" not in sources
 
     # a re-run finds both done; --extraction model is other work (new row ids) and asks the model for both
     again, llm2 = _run(inputs, tmp_path / "out", fake_model)
@@ -116,7 +127,8 @@ def test_a_standalone_xml_einvoice_is_a_document_read_from_its_xml(tmp_path: Pat
     rows = read_dataset(tmp_path / "out", "documents").to_pylist()
     assert summary.reconciliation["balanced"] and sum(llm.calls) == 0
     assert len(rows) == 1 and rows[0]["source_file"] == "xrechnung.xml"
-    assert rows[0]["extraction_method"] == "embedded_xml" and {k: rows[0][k] for k in EXPECTED} == EXPECTED
+    assert rows[0]["extraction_method"] == "embedded_xml" and {k: rows[0][k] for k in EXPECTED} == arrow_values(
+        DocumentExtraction, EXPECTED)
     errors = read_dataset(tmp_path / "out", "errors").to_pylist()
     assert [e["source_file"] for e in errors] == ["order.xml"]
 
@@ -130,4 +142,5 @@ def test_run_reads_an_xml_listed_only_in_af(tmp_path: Path, fake_model: Path) ->
     summary, llm = _run(inputs, tmp_path / "out", fake_model)
     rows = read_dataset(tmp_path / "out", "documents").to_pylist()
     assert summary.reconciliation["balanced"] and sum(llm.calls) == 0
-    assert rows[0]["extraction_method"] == "embedded_xml" and {k: rows[0][k] for k in EXPECTED} == EXPECTED
+    assert rows[0]["extraction_method"] == "embedded_xml" and {k: rows[0][k] for k in EXPECTED} == arrow_values(
+        DocumentExtraction, EXPECTED)

@@ -47,6 +47,8 @@ def test_a_filing_is_read_whole_by_sections(tmp_path: Path, fake_model: Path) ->
             doc["currency"], doc["amount"]) == ("sections", "10-Q", "filing", "ACME WIDGETS CORPORATION",
                                                 dt.date(2024, 6, 30), "001-12345", "USD", None)
     assert doc["text_read_fraction"] == 1.0 and not doc["truncated"]
+    # the cover's values point at the cover; the currency (from the facts) has no printed place of its own
+    assert {s["field"]: s["page"] for s in doc["field_sources"]} == {"issuer": 1, "reference": 1, "date": 1}
     assert doc["sections_read"] == doc["sections_total"] == len(sections)
     # the sections tile the text: contiguous, from its first character to its last
     assert sections[0]["char_start"] == 0 and all(a["char_end"] == b["char_start"] for a, b in zip(sections,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -148,13 +149,28 @@ def _path(*names: str) -> str:
     return "//" + "/".join(f"*[local-name()='{n}']" for n in names)
 
 
-def _first(root: Any, *paths: str) -> str | None:
+@dataclass(frozen=True)
+class _Read:
+    """A value as the XML states it and the element it was read from (lxml's path: the row's provenance)."""
+
+    text: str | None
+    path: str | None = None
+
+
+_NONE = _Read(None)
+
+
+def _node(node: Any, text: str | None = None) -> _Read:
+    value = " ".join((node.text or "").split()) if text is None else text
+    return _Read(value or None, node.getroottree().getpath(node))
+
+
+def _first(root: Any, *paths: str) -> _Read:
     for path in paths:
         for node in root.xpath(path):
-            text = " ".join((node.text or "").split())
-            if text:
-                return text
-    return None
+            if " ".join((node.text or "").split()):
+                return _node(node)
+    return _NONE
 
 
 def _iso_date(value: str | None, fmt: str | None = "102") -> str | None:
@@ -183,44 +199,46 @@ def _short(value: str | None, limit: int) -> str | None:
     return value[:limit].rstrip() if value else None
 
 
-def _cii(root: Any) -> dict[str, Any]:
+def _cii(root: Any) -> dict[str, _Read]:
     doc = ("ExchangedDocument", "HeaderExchangedDocument")
     currency = _first(root, _path("InvoiceCurrencyCode"))
     totals = root.xpath(_path("GrandTotalAmount"))
     # ZUGFeRD 1.0 may state the total once per currency: take the one in the invoice currency.
-    total = next((t.text for t in totals if t.get("currencyID") in (None, currency)), None)
+    total = next((t for t in totals if t.get("currencyID") in (None, currency.text)), None)
     date_nodes = [n for d in doc for n in root.xpath(_path(d, "IssueDateTime", "DateTimeString"))]
-    issue = _iso_date(" ".join((date_nodes[0].text or "").split()), date_nodes[0].get("format")) if date_nodes else None
+    issue = date_nodes[0] if date_nodes else None
     return {
         "type_code": _first(root, *(_path(d, "TypeCode") for d in doc)),
         "issuer": _first(root, _path("SellerTradeParty", "Name")),
         "counterparty": _first(root, _path("BuyerTradeParty", "Name")),
         "reference": _first(root, *(_path(d, "ID") for d in doc)),
-        "date": issue,
+        "date": _node(issue, _iso_date(" ".join((issue.text or "").split()), issue.get("format")))
+        if issue is not None else _NONE,
         "currency": currency,
-        "amount": _amount(total),
+        "amount": _node(total, _amount(total.text)) if total is not None else _NONE,
         "account": _first(root, _path("PayeePartyCreditorFinancialAccount", "IBANID"),
                           _path("PayeePartyCreditorFinancialAccount", "ProprietaryID")),
     }
 
 
-def _ubl(root: Any) -> dict[str, Any]:
+def _ubl(root: Any) -> dict[str, _Read]:
     def child(*names: str) -> str:
         return "/*/" + "/".join(f"*[local-name()='{n}']" for n in names)
 
-    def party(role: str) -> str | None:
+    def party(role: str) -> _Read:
         return _first(root, child(role, "Party", "PartyName", "Name"),
                       child(role, "Party", "PartyLegalEntity", "RegistrationName"))
 
+    date = _first(root, child("IssueDate"))
+    amount = _first(root, child("LegalMonetaryTotal", "TaxInclusiveAmount"), child("LegalMonetaryTotal", "PayableAmount"))
     return {
-        "type_code": _first(root, child("InvoiceTypeCode"), child("CreditNoteTypeCode")) or "380",
+        "type_code": _first(root, child("InvoiceTypeCode"), child("CreditNoteTypeCode")),
         "issuer": party("AccountingSupplierParty"),
         "counterparty": party("AccountingCustomerParty"),
         "reference": _first(root, child("ID")),
-        "date": _iso_date(_first(root, child("IssueDate")), None),
+        "date": _Read(_iso_date(date.text, None), date.path),
         "currency": _first(root, child("DocumentCurrencyCode")),
-        "amount": _amount(_first(root, child("LegalMonetaryTotal", "TaxInclusiveAmount"),
-                                 child("LegalMonetaryTotal", "PayableAmount"))),
+        "amount": _Read(_amount(amount.text), amount.path),
         "account": _first(root, child("PaymentMeans", "PayeeFinancialAccount", "ID")),
     }
 
@@ -228,19 +246,24 @@ def _ubl(root: Any) -> dict[str, Any]:
 def einvoice_fields(xml: bytes) -> dict[str, Any] | None:
     """The documents dataset's fields read from an e-invoice's XML, or None when it is not an invoice this reader
     understands or lacks a field the schema requires (issuer, date): the document then goes to the model."""
+    read = read_einvoice(xml)
+    return read[0] if read else None
 
 
+def read_einvoice(xml: bytes) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """`einvoice_fields` and, for each value it holds, the path of the XML element it was read from."""
     try:
         root = _parse(xml)
     except Exception:
         return None
     root_name = re.sub(r"^\{.*\}", "", str(root.tag))
     if root_name in ("CrossIndustryInvoice", "CrossIndustryDocument"):
-        raw = _cii(root)
+        read = _cii(root)
     elif root_name in ("Invoice", "CreditNote"):
-        raw = _ubl(root)
+        read = _ubl(root)
     else:
         return None
+    raw = {name: r.text for name, r in read.items()}
     # A CII or UBL invoice message without a type code (invalid, but common in older ZUGFeRD 1 files) is a
     # commercial invoice (380), the default of both standards.
     type_code = (raw.pop("type_code") or "380").strip()
@@ -259,6 +282,15 @@ def einvoice_fields(xml: bytes) -> dict[str, Any] | None:
         "amount": raw["amount"],
         "account": re.sub(r"\s", "", account).upper() if account else None,
     }
+    valid = _valid(fields)
+    if valid is None:
+        return None
+    paths = {name: read[name].path for name, value in valid.items()
+             if name in read and value is not None and read[name].path}
+    return valid, paths  # type: ignore[return-value]
+
+
+def _valid(fields: dict[str, Any]) -> dict[str, Any] | None:
     try:
         return DocumentExtraction.model_validate(fields).model_dump(mode="json")
     except ValidationError:

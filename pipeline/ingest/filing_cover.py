@@ -19,7 +19,7 @@ from dataclasses import dataclass
 COVER_VERSION = "cover-1"
 FORM_TYPES = ("10-K", "10-Q", "8-K", "prospectus", "annual_report", "other")
 
-_COVER_CHARS = 6000  # the cover is the first page or two
+COVER_CHARS = 6000  # the cover is the first page or two
 _FORM = re.compile(r"^\s*form\s+(10-k|10-q|8-k|20-f|40-f|s-1|f-1)\b", re.I | re.M)
 _HINT_FORMS = {"10-K": "10-K", "10-K405": "10-K", "10-KT": "10-K", "10-Q": "10-Q", "10-QT": "10-Q", "8-K": "8-K",
                "20-F": "annual_report", "40-F": "annual_report", "S-1": "prospectus", "F-1": "prospectus"}
@@ -73,7 +73,7 @@ def _form(cover: str, text: str, hint: str | None) -> str | None:
 
 def read_cover(text: str, form_hint: str | None = None) -> FilingCover | None:
     """The cover's statements, or None when the document is not a filing of a known form."""
-    cover = text[:_COVER_CHARS]
+    cover = text[:COVER_CHARS]
     form = _form(cover, text, form_hint)
     if form is None:
         return None

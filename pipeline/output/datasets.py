@@ -20,6 +20,7 @@ from pipeline.errors import ERROR_ARROW_SCHEMA, ErrorRecord
 from pipeline.grounding import field_confidence, is_grounded
 from pipeline.grounding.injection import INSTRUCTIONS_REMOVED
 from pipeline.grounding.numbers import unsupported_numbers
+from pipeline.grounding.provenance import SOURCE_TYPE, FieldSource, text_sources
 from pipeline.grounding.schema import CHOICE_FIELDS as CONFIDENCE_FIELDS
 from pipeline.grounding.schema import NEVER_CONFIDENT
 from pipeline.identity import stable_id
@@ -105,6 +106,9 @@ def documents_schema() -> pa.Schema:
         pa.field("needs_review", pa.bool_(), nullable=False),
         # The model's log-probability of each emitted value (pipeline.infer.confidence); null for embedded_xml rows.
         pa.field("field_logprobs", pa.struct([pa.field(n, pa.float64()) for n in DocumentExtraction.model_fields])),
+        # Where each value was printed: page, character span of that page's text and the characters there, or the
+        # e-invoice XML element (pipeline.grounding.provenance); a value the text does not print has none.
+        pa.field("field_sources", pa.list_(SOURCE_TYPE), nullable=False),
     ]
     return pa.schema(head + list(arrow_schema_for(DocumentExtraction)) + trust + _GEN_FIELDS + _RUN_FIELDS)
 
@@ -201,6 +205,7 @@ def output_row(item: Any, result: BaseModel, out: Any, run: dict[str, str], toke
                    prompt_tokens_full=item.original_tokens, extraction_method="model",
                    grounded=is_grounded(fields, item.visible_text), field_logprobs=logprobs)
         confident = field_confidence(fields, item.visible_text, ocr=bool(unit.context.get("ocred_pages")))
+        row.update(field_sources=[s.as_row() for s in text_sources(fields, item.visible_text)])
         row.update(field_confident=confident, needs_review=bool(unit.context.get(INSTRUCTIONS_REMOVED)) or not all(
             v for k, v in confident.items() if k not in NEVER_CONFIDENT))
     elif unit.kind == "section":
@@ -224,7 +229,8 @@ def einvoice_row(unit: Any, run: dict[str, str]) -> dict[str, Any]:
     row: dict[str, Any] = {"row_id": unit.row_id, "source_file": unit.source_file, **unit.context}
     row.update(truncated=False, text_read_fraction=1.0, route="embedded_xml", prompt_tokens_full=0,
                extraction_method="embedded_xml", grounded=True,
-               field_logprobs=None, field_confident={n: True for n in CONFIDENCE_FIELDS}, needs_review=False)
+               field_logprobs=None, field_confident={n: True for n in CONFIDENCE_FIELDS}, needs_review=False,
+               field_sources=[FieldSource(n, xml_path=p).as_row() for n, p in (unit.extracted_paths or {}).items()])
     row.update(arrow_values(DocumentExtraction, unit.extracted))
     row.update(prompt_tokens=0, output_tokens=0, finish_reason=None)
     row.update(run)

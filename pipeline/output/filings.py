@@ -17,8 +17,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.grounding.provenance import text_sources
 from pipeline.grounding.schema import CHOICE_FIELDS
 from pipeline.ingest.facts import FilingFact, current_period_fact
+from pipeline.ingest.filing_cover import COVER_CHARS
 from pipeline.plan.bucketing import FilingPlan
 from schemas import DocumentExtraction, arrow_values
 
@@ -64,6 +66,9 @@ def filing_row(plan: FilingPlan, section_rows: dict[str, dict[str, Any]], facts:
                # no field was a model's choice: each is the cover's (or deliberately null: a filing has no amount)
                field_confident={n: fields.get(n) is not None or n == "amount" for n in CHOICE_FIELDS},
                needs_review=len(done) < len(plan.sections), field_logprobs=None,
+               # the cover's values, found on the cover (the currency is the facts', not a printed place)
+               field_sources=[s.as_row() for s in text_sources(
+                   {k: fields[k] for k in ("issuer", "reference", "date")}, unit.text[:COVER_CHARS])],
                prompt_tokens=sum(int(r["prompt_tokens"]) for r in done),
                output_tokens=sum(int(r["output_tokens"]) for r in done), finish_reason=None)
     row.update(run)

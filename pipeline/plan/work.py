@@ -26,7 +26,7 @@ from pipeline.config import RunConfig
 from pipeline.grounding.injection import INSTRUCTIONS_REMOVED, remove_instructions
 from pipeline.identity import RunIdentity, stable_id
 from pipeline.ingest import einvoice, filing_cover, pdf_text
-from pipeline.ingest.einvoice import einvoice_fields
+from pipeline.ingest.einvoice import read_einvoice
 from pipeline.ingest.filing_cover import read_cover
 from pipeline.ingest.transactions import transaction_row_id
 from pipeline.models import model_identity, model_template_sha
@@ -64,6 +64,7 @@ class WorkUnit:
     context: dict[str, Any] = field(default_factory=dict)  # provenance copied to the output row
     n_rows: int = 1  # input rows this unit accounts for (transactions in a window)
     extracted: dict[str, Any] | None = None  # fields read without the model (an embedded e-invoice's XML)
+    extracted_paths: dict[str, str] | None = None  # of those, the XML element each value was read from
 
     @property
     def source_file(self) -> str:
@@ -150,14 +151,15 @@ def document_units(documents: pa.Table, identity: RunIdentity, extraction: str =
                                   source_files=[row["source_file"]], text=row["text"], context=context))
             continue
         xml = row.get("einvoice_xml")
-        fields = einvoice_fields(xml) if extraction == "auto" and xml else None
+        read = read_einvoice(xml) if extraction == "auto" and xml else None
+        fields, paths = read if read else (None, None)
         row_id = einvoice_row_id(row["doc_id"]) if fields else document_row_id(row["doc_id"], identity)
         # what the model reads and its candidates come from: the text without instruction-like passages
         cleaned = remove_instructions(row["text"])
         if cleaned.removed:
             context[INSTRUCTIONS_REMOVED] = len(cleaned.removed)
         units.append(WorkUnit(row_id=row_id, kind="document", source_files=[row["source_file"]], text=cleaned.text,
-                              context=context, extracted=fields))
+                              context=context, extracted=fields, extracted_paths=paths))
     return units
 
 
