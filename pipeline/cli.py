@@ -79,6 +79,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[red]run failed:[/red] {escape(str(exc))}", soft_wrap=True)
         return 1
     console.print(run_summary_table(summary.manifest))
+    if summary.table_uri:
+        console.print(f"Delta tables at {escape(summary.table_uri)}: {len(summary.delta_partitions)} partition(s) "
+                      "written" + (f" ({', '.join(summary.delta_partitions[:6])}"
+                                   f"{', ...' if len(summary.delta_partitions) > 6 else ''})"
+                                   if summary.delta_partitions else ", already in sync"), soft_wrap=True)
     return 0 if summary.reconciliation["balanced"] else 3
 
 
@@ -190,6 +195,17 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "many tokens of its text, each summarised in one request (default 2048; fewer where the model's "
                    "context is shorter)")
     add_limit_args(p)
+    t = p.add_argument_group("table format")
+    t.add_argument("--table-format", choices=["parquet", "delta"], default="parquet",
+                   help="parquet (default): hive-partitioned Parquet under --output; delta: also one Delta Lake table "
+                        "per dataset at --table-uri, each run's changed run_date partitions replaced in one commit "
+                        "carrying the run's manifest")
+    t.add_argument("--table-uri", default=None, metavar="URI",
+                   help="where the Delta tables go: a path, s3://bucket/prefix, az://..., gs://... (default "
+                        "OUTPUT/delta)")
+    t.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a delta-rs storage option of the object store (AWS_ENDPOINT_URL=..., AWS_REGION=...); "
+                        "repeatable; credentials are better left to the provider's environment variables")
 
 
 def run_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -203,7 +219,20 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         opts["bucket_size"] = args.bucket_size
     if args.section_tokens:
         opts["section_tokens"] = args.section_tokens
+    if args.table_format != "parquet":
+        opts.update(table_format=args.table_format, table_uri=args.table_uri,
+                    storage_options=_storage_options(args.storage_option))
     return opts
+
+
+def _storage_options(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--storage-option {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
 
 
 def _cmd_models(args: argparse.Namespace) -> int:

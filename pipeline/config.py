@@ -172,6 +172,13 @@ class RunConfig(BaseModel):
                                 "file's values bear it out (pipeline.infer.layouts)")
     bank_profile_dirs: list[Path] = Field(default_factory=list, description="folders of bank CSV profiles (*.toml), "
                                           "tried before the shipped ones (pipeline.ingest.profiles)")
+    table_format: Literal["parquet", "delta"] = Field(
+        default="parquet", description="parquet: the hive-partitioned Parquet layout only; delta: also a Delta Lake "
+                                       "table per dataset at table_uri (pipeline.output.delta)")
+    table_uri: str | None = Field(default=None, description="where the Delta tables go: a local path, s3://, az:// "
+                                  "or gs:// (default OUTPUT/delta)")
+    storage_options: dict[str, str] = Field(default_factory=dict, description="delta-rs storage options of the "
+                                            "object store (AWS_ENDPOINT_URL, AWS_REGION, ...)")
 
     @field_validator("bank_profile_dirs")
     @classmethod

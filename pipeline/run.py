@@ -64,6 +64,7 @@ from pipeline.output.datasets import (
     filing_fact_rows,
     transaction_rows,
 )
+from pipeline.output.delta import sync_delta, table_uri_of
 from pipeline.output.filings import filing_facts_of, filing_row
 from pipeline.output.manifest import RunRecord, build_manifest, dates_read_from
 from pipeline.output.schema_drift import check_published_schema
@@ -152,6 +153,8 @@ class RunSummary:
     run_key: str
     output_dir: Path
     manifest: dict[str, Any]
+    delta_partitions: list[str] = field(default_factory=list)  # "dataset/run_date=..." written to Delta tables
+    table_uri: str | None = None
 
     @property
     def reconciliation(self) -> dict[str, Any]:
@@ -411,7 +414,10 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
             manifest["engine_stats"]["context_parallel"] = {
                 **cp_llm[0].stats(), "requests": long_requests}
         published = stages.write(staging, manifest)
-    return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published)
+        uri = table_uri_of(output_dir, cfg.table_uri) if cfg.table_format == "delta" else None
+        written = sync_delta(output_dir, uri, published, cfg.storage_options) if uri else []
+    return RunSummary(run_key=run_key, output_dir=output_dir, manifest=published, delta_partitions=written,
+                      table_uri=uri)
 
 
 def _map_layouts(cfg: RunConfig, llm: Any, result: IngestResult) -> IngestResult:
