@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
-import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
@@ -32,10 +31,6 @@ def _run(inp: Path, out: Path, model: Path, date: str, **kw: object):
     return run_pipeline(cfg, llm=FakeLLM())
 
 
-def _ids(table) -> list[str]:
-    return sorted(table.column("row_id").to_pylist())
-
-
 def _same_rows(out: Path, uri: str, options: dict[str, str] | None = None) -> None:
     for ds in DATASETS:
         parquet = read_dataset(out, ds)
@@ -44,8 +39,8 @@ def _same_rows(out: Path, uri: str, options: dict[str, str] | None = None) -> No
         except Exception:  # noqa: BLE001 - a dataset the runs never wrote has no table
             assert parquet.num_rows == 0, ds
             continue
-        assert _ids(delta) == _ids(parquet), ds
-        assert pc.all(pc.equal(delta.column("run_date"), delta.column("run_date"))).as_py()
+        pairs = sorted(zip(delta.column("row_id").to_pylist(), delta.column("run_date").to_pylist()))
+        assert pairs == sorted(zip(parquet.column("row_id").to_pylist(), parquet.column("run_date").to_pylist())), ds
 
 
 def test_delta_tables_mirror_the_parquet_layout_and_rerun_idempotently(tmp_path: Path, fake_model: Path) -> None:
@@ -61,8 +56,9 @@ def test_delta_tables_mirror_the_parquet_layout_and_rerun_idempotently(tmp_path:
     assert history["pipeline.run_key"] == first.run_key
     assert json.loads(history["pipeline.manifest"])["reconciliation"]["balanced"]
     # typed columns survive: polars reads them through the Delta log
-    frame = pl.read_delta(f"{uri}/documents")
+    frame = pl.scan_delta(f"{uri}/documents").collect()
     assert frame.schema["amount"] == pl.Decimal(18, 2) and frame.schema["date"] == pl.Date
+    assert frame.height == read_dataset(out, "documents").num_rows
     versions = {ds: DeltaTable(f"{uri}/{ds}").version() for ds in ("documents", "transactions")}
 
     again = _run(inp, out, fake_model, "2024-05-01")  # nothing changed: no commit
@@ -133,3 +129,36 @@ def test_the_cli_takes_the_table_options_and_says_what_it_wrote(tmp_path: Path, 
     assert cli(["run", "--input", str(inp), "--output", str(out), "--model", str(fake_model), "--no-progress",
                 "--table-format", "delta", "--storage-option", "NOT-A-PAIR"]) == 2
     assert "expected KEY=VALUE" in capsys.readouterr().out
+
+
+def test_a_sync_cut_short_leaves_each_table_at_its_last_commit_and_the_next_run_finishes_it(
+        tmp_path: Path, fake_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import deltalake
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    write_sample_inputs(inp)
+    _run(inp, out, fake_model, "2024-05-01")
+    uri = str(out / "delta")
+    before = {ds: DeltaTable(f"{uri}/{ds}").version() for ds in ("documents", "transactions")}
+    real, calls = deltalake.write_deltalake, []
+
+    def dies_after_one(*args: object, **kwargs: object) -> None:  # the process dies before its second commit
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(args[0])
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", dies_after_one)
+    with (inp / "logs" / "de_bank.csv").open("a", encoding="cp1252") as f:
+        f.write("30.03.2024;-12,34;EUR;Bäckerei;Brot\n")
+    with pytest.raises(KeyboardInterrupt):
+        _run(inp, out, fake_model, "2024-05-02")
+    # every table is readable at a whole commit: the one committed partition, or none
+    for ds, version in before.items():
+        table = DeltaTable(f"{uri}/{ds}")
+        assert table.version() in (version, version + 1)
+        table.to_pyarrow_table()
+    monkeypatch.setattr(deltalake, "write_deltalake", real)
+    finished = _run(inp, out, fake_model, "2024-05-02")  # the Parquet side is published: only the sync remains
+    assert finished.delta_partitions
+    _same_rows(out, uri)
