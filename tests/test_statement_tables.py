@@ -242,3 +242,59 @@ def test_income_attributed_to_redeemable_and_noncontrolling_interests_is_not_the
             "noncontrolling interests 34 32\nNet earnings attributable to Example Mills $ 1,756 $ 2,128\n")
     cover = COVER.format(end="May 26, 2019")
     assert _by(statement_facts([cover, text]), "NetIncomeLoss")[("2018-05-27", "2019-05-26")] == Decimal("1756e6")
+
+
+def test_a_title_and_labels_printed_one_word_per_line() -> None:
+    # some PDFs print each word of a narrow label cell on its own line; the figures sit on the label's last line
+    words = lambda text: "\n".join(text.split())  # noqa: E731
+    text = "\n".join([
+        words("EXAMPLE RESORTS INTERNATIONAL AND SUBSIDIARIES CONSOLIDATED STATEMENTS OF OPERATIONS"),
+        "(In thousands, except per share data)", words("Year Ended December"), "31,", "2018 2017 2016",
+        "Revenues", "Casino $ 5,753,150 $ 5,016,426 $ 4,108,126", "Rooms 2,212,573 2,152,741 2,003,027",
+        "11,763,096 10,797,479 9,478,269", words("Operating income") + " 1,469,486 1,712,527 2,078,199",
+        words("Net income") + " 583,894 2,088,184 1,235,846",
+        "Less: Net income attributable to noncontrolling interests (117,122 ) (136,132 ) (135,438 )",
+        words("Net income attributable to Example Resorts International") + " $ 466,772 $ 1,952,052 $ 1,100,408",
+        words("Earnings per share"), "Basic $ 0.82 $ 3.38 $ 1.94", "Diluted $ 0.81 $ 3.34 $ 1.92",
+        words("Diluted earnings per share"), "Continuing operations $ 0.70 $ 3.00 $ 1.50",
+    ])
+    year = ("2018-01-01", "2018-12-31")
+    facts = statement_facts([COVER.format(end="December 31, 2018"), text])
+    assert _by(facts, "NetIncomeLoss")[year] == Decimal("466772e3")  # the parent's share, its label re-joined
+    assert _by(facts, "OperatingIncomeLoss")[year] == Decimal("1469486e3")
+    assert _by(facts, "EarningsPerShareDiluted")[year] == Decimal("0.81")  # not the continuing-operations row
+
+
+def test_an_annual_reports_columns_a_year_apart_without_a_duration_are_years() -> None:
+    text = ("Consolidated Statements of Income\n(in millions, except per share data)\nAs Restated\nDecember 29,\n2018\n"
+            "December 30,\n2017\nDecember 31,\n2016\nNet sales $ 26,268 $ 26,076 $ 26,300\nGross profit 8,921 9,033 9,146\n"
+            "Operating income (loss) (10,205) 6,773 6,142\nNet income (loss) $ (10,192) $ 11,009 $ 3,632\n"
+            "Diluted earnings per share $ (8.36) $ 8.95 $ 2.81\n")
+    facts = statement_facts([COVER.format(end="December 29, 2018"), text])
+    assert _by(facts, "Revenues") == {("2017-12-31", "2018-12-29"): Decimal("26268e6"),
+                                      ("2017-01-01", "2017-12-30"): Decimal("26076e6"),
+                                      ("2016-01-01", "2016-12-31"): Decimal("26300e6")}
+    # a quarterly report's columns a year apart are not years: the header must say how long they are
+    ten_q = ("FORM 10-Q\nQUARTERLY REPORT PURSUANT TO SECTION 13 OR 15(d)\nFor the quarterly period ended December 29, "
+             "2018\nCommission File Number 1-0000\nEXAMPLE CORP\n")
+    two = ("Consolidated Statements of Income\n(in millions)\nDecember 29,\n2018\nDecember 30,\n2017\n"
+           "Net sales $ 26,268 $ 26,076\nGross profit 8,921 9,033\nOperating income 1,205 6,773\n"
+           "Net income $ 1,192 $ 11,009\n")
+    assert _by(statement_facts([COVER.format(end="December 29, 2018"), two]), "Revenues")  # annual: read
+    assert statement_facts([ten_q, two]) == []
+
+
+def test_slash_loss_labels_per_share_rows_named_basic_or_diluted_and_an_unlabelled_total() -> None:
+    text = ("Consolidated Statements of Income\n(in millions, except per share data)\nDecember 29,\n2018\nDecember 30,\n"
+            "2017\nRevenues\nProducts $ 20,000 $ 19,000\nServices 6,268 7,076\n26,268 26,076\n"
+            "Operating income/(loss) (10,205) 6,773\nNet income/(loss) $ (10,254) $ 10,932\n"
+            "Net income/(loss) attributable to noncontrolling interest (62) (9)\n"
+            "Net income/(loss) attributable to Example Foods $ (10,192) $ 10,941\n"
+            "Per share data applicable to common shareholders\nBasic earnings/(loss) $ (8.36) $ 8.98\n"
+            "Diluted earnings/(loss) $ (8.36) $ 8.91\n")
+    year = ("2017-12-31", "2018-12-29")
+    facts = statement_facts([COVER.format(end="December 29, 2018"), text])
+    assert _by(facts, "Revenues")[year] == Decimal("26268e6")  # the unlabelled total under "Revenues"
+    assert _by(facts, "NetIncomeLoss")[year] == Decimal("-10192e6")
+    assert _by(facts, "EarningsPerShareDiluted")[("2016-12-31", "2017-12-30")] == Decimal("8.91")
+    assert _by(facts, "EarningsPerShareBasic")[year] == Decimal("-8.36")

@@ -82,8 +82,8 @@ def _c(name: str, kind: str, label: str, unit: str = "USD", absolute: bool = Fal
                    re.compile(prefer, re.I) if prefer else None)
 
 
-# what a statement calls its bottom line, "(loss)" printed with it or not
-_EARN = r"(?:(?:earnings|income|loss)(?:\s+\(loss\))?|\(loss\)\s+(?:income|earnings))"
+# what a statement calls its bottom line, "(loss)" printed with it ("income (loss)", "income/(loss)") or not
+_EARN = r"(?:(?:earnings|income|loss)(?:\s+\(loss\)|\s*/\s*\(loss\))?|\(loss\)\s+(?:income|earnings))"
 # the owners a share of income is attributed to, where they are the parent's: not the non-controlling (minority)
 # interests, wherever the label names them ("to redeemable and noncontrolling interests")
 _PARENT = r"(?![\w.,&'’ -]*\b(?:non-?controlling|minority)\b)[\w.,&'’ -]+"
@@ -172,6 +172,28 @@ def _lines(page: str) -> list[str]:
                 current.append(cell)
         if current:
             out.append(" ".join(current))
+    return _words_joined(out)
+
+
+_WORD_LINE = re.compile(r"[^\W\d_][\w'’.,&()-]*:?")  # one word, no figure
+
+
+def _words_joined(lines: list[str]) -> list[str]:
+    """Runs of two or more lines of one word each, as some PDFs print a title or a label in a narrow cell
+    ("CONSOLIDATED" / "STATEMENTS" / "OF" / "OPERATIONS"), as one line."""
+    out: list[str] = []
+    run: list[str] = []
+    for line in [*lines, ""]:
+        if line and _WORD_LINE.fullmatch(line):
+            run.append(line)
+            continue
+        if len(run) >= 2:
+            out.append(" ".join(run))
+        else:
+            out.extend(run)
+        run = []
+        if line:
+            out.append(line)
     return out
 
 
@@ -266,7 +288,17 @@ def _column_periods(header: str, n: int, kind: str, cover: _Cover | None = None)
                 for i, y in enumerate(years)]
     if any(e is None for e in ends):
         return None
-    return _with_starts(ends, kind, _months(header))
+    return _with_starts(ends, kind, _months(header) or _years_apart(ends, cover))
+
+
+def _years_apart(ends: list[dt.date | None], cover: _Cover | None) -> list[int]:
+    """[12] where a header names no duration but the statement is an annual report's and its columns end a year
+    apart, one after the other ("December 29, 2018 | December 30, 2017 | December 31, 2016"): its years."""
+    known = [e for e in ends if e is not None]
+    if cover is None or not cover.annual or len(known) < 2 or len(known) != len(ends):
+        return []
+    gaps = [(a - b).days for a, b in zip(known, known[1:])]
+    return [12] if all(abs(g - 365) <= 14 for g in gaps) else []
 
 
 def _once(values: list, n: int) -> list:
@@ -419,7 +451,9 @@ def _facts_of(st: _Statement, cover: _Cover | None = None) -> list[FilingFact]:
     amount_scale, share_scale = _scale(header)
     currency = statement_currency(" ".join([header, *(r.line for r in st.rows)]))
     chosen: dict[str, tuple[Concept, _Row]] = {}
-    heading = ""
+    # the line above the first row heads it where it is a label, not a period or the scale ("Revenues:")
+    last = st.header[-1] if st.header else ""
+    heading = last.rstrip(":") if last and _row(last) is None and not _PERIOD_WORD.search(last) else ""
     for row in _joined(st.rows):
         if not row.values:
             heading = row.label
@@ -427,7 +461,17 @@ def _facts_of(st: _Statement, cover: _Cover | None = None) -> list[FilingFact]:
         values = row.values
         if len(values) == n + 1 and _footnote_mark(row.line):
             values = values[1:]
+        if not row.label and heading:  # a total printed without a label closes the rows under its heading
+            row = _Row(f"Total {heading.rstrip(':')}", row.values, row.line)
         concept = _concept(row.label, heading, st.kind) if len(values) == n else None
+        if concept is None and len(values) == n and heading and row.label[:1].isupper():
+            # a label wrapped over lines ("Net income attributable to MGM Resorts" / "International $ 466,772"):
+            # the line above, read as a heading, and this row's words are one label
+            # (amounts only: under "Diluted earnings per share", "Continuing operations" is not the diluted EPS)
+            label = f"{heading} {row.label}"
+            concept = _concept(label, "", st.kind)
+            concept = concept if concept is not None and concept.unit == "USD" else None
+            row = _Row(label, row.values, row.line) if concept is not None else row
         if concept is None:
             continue
         if concept.name not in chosen or (concept.prefer is not None and concept.prefer.search(row.label)
@@ -472,13 +516,18 @@ _INCOME_LABEL = re.compile(rf"^(net\s+)?{_EARN}"
 
 
 def _eps_row_under(heading: str, label: str, concept: str) -> bool:
-    """A per-share row named by what it divides ("Net income attributable to X common shareholders") under a
-    heading that says which per-share amount it is ("Earnings per common share - diluted:")."""
-    if not re.search(_EPS_HEAD, heading, re.I) or not _INCOME_LABEL.match(label):
+    """A per-share row named by what it divides ("Net income attributable to X common shareholders", "Diluted
+    earnings/(loss)") under a heading that says it is per share ("Earnings per common share - diluted:", "Per share
+    data applicable to common shareholders"); which per-share amount: the label's own "basic"/"diluted", else the
+    heading's."""
+    which = re.match(r"(basic|diluted)\s+(.+)$", label)
+    divided = which.group(2) if which else label
+    if not re.search(_EPS_HEAD, heading, re.I) or not _INCOME_LABEL.match(divided):
         return False
     if "continuing" in label:
         return False
-    diluted, basic = re.search(r"diluted", heading, re.I), re.search(r"basic", heading, re.I)
+    where = which.group(1) if which else heading
+    diluted, basic = re.search(r"diluted", where, re.I), re.search(r"basic", where, re.I)
     if concept == "us-gaap:EarningsPerShareDiluted":
         return bool(diluted) and not basic
     if concept == "us-gaap:EarningsPerShareBasic":
