@@ -298,3 +298,23 @@ def test_slash_loss_labels_per_share_rows_named_basic_or_diluted_and_an_unlabell
     assert _by(facts, "NetIncomeLoss")[year] == Decimal("-10192e6")
     assert _by(facts, "EarningsPerShareDiluted")[("2016-12-31", "2017-12-30")] == Decimal("8.91")
     assert _by(facts, "EarningsPerShareBasic")[year] == Decimal("-8.36")
+
+
+@pytest.mark.parametrize("eps_lines", [
+    # a heading wrapped after "attributable to", the entity on the next line
+    "Earnings per common share attributable to\nExample Incorporated\nBasic $ 0.55 $ 1.11\nDiluted $ 0.54 $ 1.07",
+    # the label on the line above its figures, a footnote mark before them
+    "Basic Net Income Per Share\n1 $ 0.55 $ 1.11\nDiluted Net Income Per Share\n1 $ 0.54 $ 1.07",
+    # basic/diluted after a comma
+    "Net Income (Loss) Per Common Share, Basic $ 0.55 $ 1.11\nNet Income (Loss) Per Common Share, Diluted $ 0.54 $ 1.07",
+    # a per-share row named by what it is per share of, under a heading that says diluted
+    "Basic earnings per share\nNet earnings per share attributable to Example, Inc. $ 0.55 $ 1.11\n"
+    "Diluted earnings per share\nNet earnings per share attributable to Example, Inc. $ 0.54 $ 1.07",
+])
+def test_per_share_rows_as_filings_print_them(eps_lines: str) -> None:
+    text = ("Consolidated Statements of Income\n(In millions, except per share amounts)\nYear ended December 31,\n"
+            "2020 2019\nNet sales $ 11,303 $ 11,503\nGross margin 3,531 3,883\nOperating income 509 1,306\n"
+            f"Net income attributable to Example Incorporated $ 512 $ 960\n{eps_lines}\n")
+    facts = statement_facts([text])
+    assert _by(facts, "EarningsPerShareDiluted")[("2020-01-01", "2020-12-31")] == Decimal("0.54")
+    assert _by(facts, "EarningsPerShareBasic")[("2019-01-01", "2019-12-31")] == Decimal("1.11")

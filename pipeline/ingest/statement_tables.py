@@ -113,11 +113,11 @@ CONCEPTS: tuple[Concept, ...] = (
        r"(common\s+)?share[\w\s.,&'’—–-]*",
        unit="USD/shares"),
     _c("us-gaap:EarningsPerShareDiluted", "income",
-       rf"(net\s+)?{_EARN}\s+per\s+(common\s+)?share[\w\s—–-]*"
+       rf"(net\s+)?{_EARN}\s+per\s+(common\s+)?share[\w\s,—–-]*"
        rf"diluted|diluted(\s+net)?\s+{_EARN}\s+per\s+(common\s+)?"
        r"share[\w\s.,&'—–-]*|diluted(\s+\(?\$?\)?)?", unit="USD/shares"),
     _c("us-gaap:EarningsPerShareBasic", "income",
-       rf"(net\s+)?{_EARN}\s+per\s+(common\s+)?share[\w\s—–-]*"
+       rf"(net\s+)?{_EARN}\s+per\s+(common\s+)?share[\w\s,—–-]*"
        rf"basic|basic(\s+net)?\s+{_EARN}\s+per\s+(common\s+)?"
        r"share[\w\s.,&'—–-]*|basic(\s+\(?\$?\)?)?", unit="USD/shares"),
     _c("us-gaap:WeightedAverageNumberOfDilutedSharesOutstanding", "income",
@@ -492,15 +492,28 @@ def _facts_of(st: _Statement, cover: _Cover | None = None) -> list[FilingFact]:
     return facts
 
 
+_DANGLING = re.compile(r"\b(?:to|of|and|for|from|by|in|attributable)$", re.I)
+
+
 def _joined(rows: list[_Row]) -> list[_Row]:
     """Rows with a label wrapped over two lines joined: a line without figures followed by one whose label starts in
-    lower case ("Income from continuing operations ..., net" / "of tax $ 0.06 $ 0.45") is one row, and not a
-    heading of the rows under it."""
+    lower case ("Income from continuing operations ..., net" / "of tax $ 0.06 $ 0.45"), or one ending in a word that
+    needs the next ("Earnings per common share attributable to" / "Corning Incorporated"), is one row, and not a
+    heading of the rows under it; and a label printed on the line above its figures ("Basic Net Income Per Share" /
+    "$ 2.09 $ 1.51") is that row's label (a one-digit footnote mark before the figures dropped)."""
     out: list[_Row] = []
     for row in rows:
-        if out and not out[-1].values and out[-1].label and row.label[:1].islower():
-            head = out.pop()
+        head = out[-1] if out and not out[-1].values and out[-1].label else None
+        if head is not None and (row.label[:1].islower() or _DANGLING.search(head.label)):
+            out.pop()
             row = _Row(f"{head.label} {row.label}", row.values, f"{head.line} {row.line}")
+        elif head is not None and not row.label and row.values:
+            values = row.values
+            if len(values) > 1 and values[0] is not None and values[0] == values[0].to_integral() \
+                    and 1 <= values[0] <= 9 and re.match(r"^\$?\s*[1-9]\s+\$", row.line):
+                values = values[1:]  # "1 $ 2.09 $ 1.51 $ 0.29": a footnote mark, then the figures
+            out.pop()
+            row = _Row(head.label, values, f"{head.line} {row.line}")
         out.append(row)
     return out
 
@@ -511,6 +524,8 @@ def _footnote_mark(line: str) -> bool:
     return bool(re.search(r"[A-Za-z)]\s*[1-9]\s+\$?\s*[\d(]", line))
 
 
+# "Net earnings per share attributable to Foot Locker, Inc." under "Diluted earnings per share"
+_PER_SHARE = re.compile(rf"^(net\s+)?{_EARN}\s+per\s+(common\s+)?share(\s+attributable\s+to\s+{_PARENT})?$")
 _INCOME_LABEL = re.compile(rf"^(net\s+)?{_EARN}"
                            rf"(\s+\(loss\))?(\s+attributable\s+to\s+{_PARENT})?$")
 
@@ -522,7 +537,7 @@ def _eps_row_under(heading: str, label: str, concept: str) -> bool:
     heading's."""
     which = re.match(r"(basic|diluted)\s+(.+)$", label)
     divided = which.group(2) if which else label
-    if not re.search(_EPS_HEAD, heading, re.I) or not _INCOME_LABEL.match(divided):
+    if not re.search(_EPS_HEAD, heading, re.I) or not (_INCOME_LABEL.match(divided) or _PER_SHARE.match(divided)):
         return False
     if "continuing" in label:
         return False
