@@ -318,3 +318,14 @@ def test_per_share_rows_as_filings_print_them(eps_lines: str) -> None:
     facts = statement_facts([text])
     assert _by(facts, "EarningsPerShareDiluted")[("2020-01-01", "2020-12-31")] == Decimal("0.54")
     assert _by(facts, "EarningsPerShareBasic")[("2019-01-01", "2019-12-31")] == Decimal("1.11")
+
+
+def test_the_consolidated_statement_wins_over_a_summarized_one_of_the_same_year() -> None:
+    summary = ("Summarized Statement of Income\nFor the Year Ended\nDecember 31, 2022\nNet sales $ 17,329\n"
+               "Gross profit 5,775\nOperating income 2,100\nNet income 2,363\nOther 1\n")
+    consolidated = ("Consolidated Statements of Income\n(in millions, except per share data)\nDecember 31, 2022 "
+                    "December 25, 2021\nNet sales $ 26,485 $ 26,042\nGross profit 8,122 8,682\nOperating income 3,634 "
+                    "5,460\nNet income attributable to Example Foods $ 2,363 $ 1,012\n")
+    facts = statement_facts([COVER.format(end="December 31, 2022"), summary, consolidated])
+    current = current_period_fact(facts, "revenue", months=12)
+    assert current is not None and current.value == Decimal("26485e6") and current.page == 3

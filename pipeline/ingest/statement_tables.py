@@ -574,11 +574,18 @@ def _concept(label: str, heading: str, kind: str) -> Concept | None:
 
 def statement_facts(pages: list[str]) -> list[FilingFact]:
     """The facts of the primary statements found in `pages` (1-based page numbers). A concept's value per period is
-    taken from the first statement of its kind that states it (a comprehensive-income statement repeats net
-    income; it counts only where no income statement was read)."""
-    out: dict[tuple[str, str | None, str], FilingFact] = {}
+    taken from the first statement of its kind that states it, consolidated statements before others (a
+    comprehensive-income statement repeats net income; it counts only where no income statement was read)."""
+    out: dict[tuple[str, int | None, str], FilingFact] = {}
     cover = _cover(pages)
-    for st in sorted(_statements(pages), key=lambda s: (s.kind == "comprehensive", s.page)):
+    # the consolidated statements first: a summarized (guarantor) or parent-only statement of the same period is not
+    # the filing's own figure
+    for st in sorted(_statements(pages), key=lambda s: (s.kind == "comprehensive",
+                                                        "consolidated" not in s.title.lower(), s.page)):
         for f in _facts_of(st, cover):
-            out.setdefault((f.concept, f.period_start, f.period_end or ""), f)
+            # one period: the same end and about the same length (a 53-week year read from a header that names its
+            # start, and "For the Year Ended" of a summary that does not, are one year)
+            months = None if f.period_start is None else round((dt.date.fromisoformat(f.period_end or "") -
+                                                                dt.date.fromisoformat(f.period_start)).days / 30.44)
+            out.setdefault((f.concept, months, f.period_end or ""), f)
     return list(out.values())
