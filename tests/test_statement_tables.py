@@ -329,3 +329,17 @@ def test_the_consolidated_statement_wins_over_a_summarized_one_of_the_same_year(
     facts = statement_facts([COVER.format(end="December 31, 2022"), summary, consolidated])
     current = current_period_fact(facts, "revenue", months=12)
     assert current is not None and current.value == Decimal("26485e6") and current.page == 3
+
+
+def test_rows_run_together_on_one_line_are_cut_apart() -> None:
+    text = ("CONSOLIDATED STATEMENTS OF OPERATIONS\n(in thousands, except per share data)\nYear ended December 31,\n"
+            "2022 2021\nRevenues $ 31,615,550 $ 29,697,844 Cost of revenues 19,168,285 17,332,683 Marketing 2,530,502 "
+            "2,545,146\nOperating income 5,632,831 6,194,509\nNet income $ 4,491,924 $ 5,116,228\n"
+            "Earnings per share: Basic $ 10.10 $ 11.55 Diluted $ 9.95 $ 11.24 Weighted-average common shares "
+            "outstanding: Basic 444,698 443,155 Diluted 451,290 455,372\n")
+    year = ("2022-01-01", "2022-12-31")
+    facts = statement_facts([text])
+    assert _by(facts, "Revenues")[year] == Decimal("31615550e3")
+    assert _by(facts, "EarningsPerShareDiluted")[year] == Decimal("9.95")
+    assert _by(facts, "EarningsPerShareBasic")[year] == Decimal("10.10")
+    assert _by(facts, "WeightedAverageNumberOfDilutedSharesOutstanding")[year] == Decimal("451290e3")

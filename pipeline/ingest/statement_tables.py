@@ -172,7 +172,31 @@ def _lines(page: str) -> list[str]:
                 current.append(cell)
         if current:
             out.append(" ".join(current))
-    return _words_joined(out)
+    return _words_joined([piece for line in out for piece in _rows_of(line)])
+
+
+_MONEY = re.compile(r"[$,.()—–]")  # a figure that is an amount, not a year or a count
+
+
+def _rows_of(line: str) -> list[str]:
+    """A line holding several statement rows, as some PDFs' text runs them together ("Revenues $ 31,615 $ 29,697
+    Cost of revenues 19,168 17,332 ..."), cut after each run of two or more figures, one an amount, that a label
+    follows."""
+    words = line.split(" ")
+    pieces: list[str] = []
+    start = run = money = 0
+    for i, w in enumerate(words):
+        if _TOKEN.fullmatch(w) or _DECORATION.fullmatch(w):
+            if _TOKEN.fullmatch(w):
+                run += 1
+                money += bool(_MONEY.search(w))
+            continue
+        if run >= 2 and money and w[:1].isalpha():
+            pieces.append(" ".join(words[start:i]))
+            start = i
+        run = money = 0
+    pieces.append(" ".join(words[start:]))
+    return [p for p in pieces if p]
 
 
 _WORD_LINE = re.compile(r"[^\W\d_][\w'’.,&()-]*:?")  # one word, no figure
@@ -492,6 +516,7 @@ def _facts_of(st: _Statement, cover: _Cover | None = None) -> list[FilingFact]:
     return facts
 
 
+_HEAD_COLON = re.compile(r"^(.+?):\s+((?:basic|diluted)\b.*)$", re.I)
 _DANGLING = re.compile(r"\b(?:to|of|and|for|from|by|in|attributable)$", re.I)
 
 
@@ -499,10 +524,15 @@ def _joined(rows: list[_Row]) -> list[_Row]:
     """Rows with a label wrapped over two lines joined: a line without figures followed by one whose label starts in
     lower case ("Income from continuing operations ..., net" / "of tax $ 0.06 $ 0.45"), or one ending in a word that
     needs the next ("Earnings per common share attributable to" / "Corning Incorporated"), is one row, and not a
-    heading of the rows under it; and a label printed on the line above its figures ("Basic Net Income Per Share" /
-    "$ 2.09 $ 1.51") is that row's label (a one-digit footnote mark before the figures dropped)."""
+    heading of the rows under it; a label printed on the line above its figures ("Basic Net Income Per Share" /
+    "$ 2.09 $ 1.51") is that row's label (a one-digit footnote mark before the figures dropped); and a heading
+    printed before the row's own label ("Earnings per share: Basic") heads the rows below too."""
     out: list[_Row] = []
     for row in rows:
+        split = _HEAD_COLON.match(row.label) if row.values else None
+        if split:  # "Earnings per share: Basic $ 10.10 ...": the heading of this row and of the "Diluted" below
+            out.append(_Row(split.group(1), [], split.group(1)))
+            row = _Row(split.group(2), row.values, row.line)
         head = out[-1] if out and not out[-1].values and out[-1].label else None
         if head is not None and (row.label[:1].islower() or _DANGLING.search(head.label)):
             out.pop()
