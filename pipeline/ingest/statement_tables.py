@@ -32,7 +32,8 @@ from dateutil.relativedelta import relativedelta
 from pipeline.ingest.facts import FilingFact
 from pipeline.ingest.filing_cover import read_cover
 
-PARSER_VERSION = "statements-1"
+PARSER_VERSION = "statements-2"  # part of each table fact's row id; 2: the headers, labels and per-share rows of
+# docs/eval/filing-facts.md's four FinanceBench slices
 
 _SPACE = re.compile(r"[ \t\u00a0\u2002-\u200b]+")
 _TITLE = re.compile(
