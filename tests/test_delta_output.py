@@ -120,6 +120,11 @@ def test_delta_tables_on_an_s3_compatible_store(tmp_path: Path, fake_model: Path
     _same_rows(out, "s3://lake/finance", s3_server)
     docs = DeltaTable("s3://lake/finance/documents", storage_options=s3_server)
     assert docs.history()[0]["pipeline.run_key"] == summary.run_key
+    frame = pl.scan_delta("s3://lake/finance/documents", storage_options=s3_server).collect()
+    assert frame.height == read_dataset(out, "documents").num_rows and frame.schema["date"] == pl.Date
+    again = _run(inp, out, fake_model, "2024-05-01", table_uri="s3://lake/finance", storage_options=s3_server)
+    assert again.delta_partitions == [] and DeltaTable("s3://lake/finance/documents",
+                                                       storage_options=s3_server).version() == docs.version()
 
 
 def test_the_cli_takes_the_table_options_and_says_what_it_wrote(tmp_path: Path, fake_model: Path,
