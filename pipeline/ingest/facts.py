@@ -63,11 +63,12 @@ def current_period_fact(facts: list[FilingFact], headline: str, months: int | No
             ending = [f for f in found if f.period_end == latest]
             if months is None:
                 return max(ending, key=lambda f: f.period_start or "")
-            return min(ending, key=lambda f: abs(_months(f) - months))
+            return min(ending, key=lambda f: abs(period_months(f) - months))
     return None
 
 
-def _months(fact: FilingFact) -> float:
+def period_months(fact: FilingFact) -> float:
+    """A duration fact's length in months (0 for an instant)."""
     if not fact.period_start or not fact.period_end:
         return 0.0
     days = (dt.date.fromisoformat(fact.period_end[:10]) - dt.date.fromisoformat(fact.period_start[:10])).days

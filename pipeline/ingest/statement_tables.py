@@ -29,7 +29,7 @@ from decimal import Decimal
 
 from dateutil.relativedelta import relativedelta
 
-from pipeline.ingest.facts import FilingFact
+from pipeline.ingest.facts import FilingFact, period_months
 from pipeline.ingest.filing_cover import read_cover
 
 PARSER_VERSION = "statements-2"  # part of each table fact's row id; 2: the headers, labels and per-share rows of
@@ -187,10 +187,11 @@ def _rows_of(line: str) -> list[str]:
     pieces: list[str] = []
     start = run = money = 0
     for i, w in enumerate(words):
-        if _TOKEN.fullmatch(w) or _DECORATION.fullmatch(w):
-            if _TOKEN.fullmatch(w):
-                run += 1
-                money += bool(_MONEY.search(w))
+        if _TOKEN.fullmatch(w):
+            run += 1
+            money += bool(_MONEY.search(w))
+            continue
+        if _DECORATION.fullmatch(w):
             continue
         if run >= 2 and money and w[:1].isalpha():
             pieces.append(" ".join(words[start:i]))
@@ -487,7 +488,7 @@ def _facts_of(st: _Statement, cover: _Cover | None = None) -> list[FilingFact]:
         if len(values) == n + 1 and _footnote_mark(row.line):
             values = values[1:]
         if not row.label and heading:  # a total printed without a label closes the rows under its heading
-            row = _Row(f"Total {heading.rstrip(':')}", row.values, row.line)
+            row = _Row(f"Total {heading}", row.values, row.line)
         concept = _concept(row.label, heading, st.kind) if len(values) == n else None
         if concept is None and len(values) == n and heading and row.label[:1].isupper():
             # a label wrapped over lines ("Net income attributable to MGM Resorts" / "International $ 466,772"):
@@ -526,7 +527,7 @@ def _joined(rows: list[_Row]) -> list[_Row]:
     lower case ("Income from continuing operations ..., net" / "of tax $ 0.06 $ 0.45"), or one ending in a word that
     needs the next ("Earnings per common share attributable to" / "Corning Incorporated"), is one row, and not a
     heading of the rows under it; a label printed on the line above its figures ("Basic Net Income Per Share" /
-    "$ 2.09 $ 1.51") is that row's label (a one-digit footnote mark before the figures dropped); and a heading
+    "$ 2.09 $ 1.51") is that row's label; and a heading
     printed before the row's own label ("Earnings per share: Basic") heads the rows below too."""
     out: list[_Row] = []
     for row in rows:
@@ -539,12 +540,8 @@ def _joined(rows: list[_Row]) -> list[_Row]:
             out.pop()
             row = _Row(f"{head.label} {row.label}", row.values, f"{head.line} {row.line}")
         elif head is not None and not row.label and row.values:
-            values = row.values
-            if len(values) > 1 and values[0] is not None and values[0] == values[0].to_integral() \
-                    and 1 <= values[0] <= 9 and re.match(r"^\$?\s*[1-9]\s+\$", row.line):
-                values = values[1:]  # "1 $ 2.09 $ 1.51 $ 0.29": a footnote mark, then the figures
-            out.pop()
-            row = _Row(head.label, values, f"{head.line} {row.line}")
+            out.pop()  # a footnote mark before the figures is the label's, dropped by _footnote_mark
+            row = _Row(head.label, row.values, f"{head.line} {row.line}")
         out.append(row)
     return out
 
@@ -607,7 +604,7 @@ def statement_facts(pages: list[str]) -> list[FilingFact]:
     """The facts of the primary statements found in `pages` (1-based page numbers). A concept's value per period is
     taken from the first statement of its kind that states it, consolidated statements before others (a
     comprehensive-income statement repeats net income; it counts only where no income statement was read)."""
-    out: dict[tuple[str, int | None, str], FilingFact] = {}
+    out: dict[tuple[str, int, str], FilingFact] = {}
     cover = _cover(pages)
     # the consolidated statements first: a summarized (guarantor) or parent-only statement of the same period is not
     # the filing's own figure
@@ -616,7 +613,5 @@ def statement_facts(pages: list[str]) -> list[FilingFact]:
         for f in _facts_of(st, cover):
             # one period: the same end and about the same length (a 53-week year read from a header that names its
             # start, and "For the Year Ended" of a summary that does not, are one year)
-            months = None if f.period_start is None else round((dt.date.fromisoformat(f.period_end or "") -
-                                                                dt.date.fromisoformat(f.period_start)).days / 30.44)
-            out.setdefault((f.concept, months, f.period_end or ""), f)
+            out.setdefault((f.concept, round(period_months(f)), f.period_end or ""), f)
     return list(out.values())

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.output.datasets import DATASETS, dataset_schema
-from pipeline.output.sink import OutputError, published_parts
+from pipeline.output.sink import OutputError, _write_text, published_parts
 
 SYNC_STATE = "_delta_sync.json"
 PARTITION = "run_date"
@@ -56,12 +55,6 @@ def _partition_table(ds: str, run_date: str, parts: list[Path]) -> pa.Table:
 def _read_state(output_dir: Path) -> dict[str, Any]:
     path = output_dir / SYNC_STATE
     return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _write_state(output_dir: Path, state: dict[str, Any]) -> None:
-    tmp = output_dir / f".{SYNC_STATE}.tmp"
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-    os.replace(tmp, output_dir / SYNC_STATE)
 
 
 def table_uri_of(output_dir: Path, table_uri: str | None) -> str:
@@ -101,6 +94,6 @@ def sync_delta(output_dir: Path, table_uri: str, manifest: dict[str, Any],
                 raise OutputError(f"writing Delta table {uri} (partition {run_date}) failed: "
                                   f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
             done[run_date] = version
-            _write_state(output_dir, state)  # after each commit: a crash repeats at most this partition
+            _write_text(output_dir / SYNC_STATE, json.dumps(state, indent=1, sort_keys=True))  # after each commit: a crash repeats at most this partition
             written.append(f"{ds}/{PARTITION}={run_date}")
     return written
