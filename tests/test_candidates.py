@@ -101,6 +101,18 @@ def test_a_date_that_ocr_spaced_out_is_still_a_date(day: dt.date, spaced: str) -
     assert fields("Tel: 03- 62 2018\nJA01-04 - 2/60\nTOTAL RM 4.00")["date"].values == ()
 
 
+@settings(max_examples=40, deadline=None)
+@given(day=st.dates(min_value=dt.date(2000, 1, 1), max_value=dt.date(2039, 12, 31)),
+       sep=st.sampled_from(["-", "/", "."]), time=st.sampled_from(["19:02:50", "9:05", "23:03:06"]))
+def test_a_date_run_into_its_time_is_still_a_date(day: dt.date, sep: str, time: str) -> None:
+    # a receipt's OCR drops the space between date and time ("10-03-201823:03:06")
+    printed = f"{day.day:02d}{sep}{day.month:02d}{sep}{day.year}{time}"
+    text = f"KEDAI MAJU SDN BHD\n43300 Seri Kembangan, Selangor\nDate {printed}\nTOTAL RM 4.00"
+    assert fields(text)["date"].values == (day.isoformat(),)
+    # six digits after the year with no time's colon stay no date
+    assert fields("Ref 10-03-2018230306\nTOTAL RM 4.00")["date"].values == ()
+
+
 # ------------------------------------------------------------------ amounts
 
 _GROUPING = {"en": (",", "."), "de": (".", ","), "fr": ("\u00a0", ","), "ch": ("'", ".")}
@@ -162,6 +174,23 @@ def test_the_rounded_total_that_was_paid_is_the_amount(cents: int, adjust: Decim
     assert choice.values == (f"{paid:.2f}",) and choice.decided
     # no rounding line: the labelled total stays the amount
     assert fields(f"Total (Inclusive of GST): {total}\nCASH : {paid:.2f}")["amount"].values == (f"{total}",)
+
+
+@given(net=st.integers(min_value=100, max_value=99_999), rate=st.sampled_from([6, 10]),
+       glued=st.booleans())
+def test_the_proven_total_rounded_to_the_coin_is_the_amount(net: int, rate: int, glued: bool) -> None:
+    # a generic "Total" labels the rounded figure; net + tax proves the unrounded one: what was paid is the
+    # proven total rounded to the coin, when the page prints a rounding line (OCR may glue its words together)
+    net_d = Decimal(net) / 100
+    tax = (net_d * rate / 100).quantize(Decimal("0.01"))
+    gross = net_d + tax
+    paid = (gross / Decimal("0.05")).quantize(Decimal(1)) * Decimal("0.05")
+    if paid == gross:
+        return
+    rounding = "RoundingAdjustment" if glued else "Rounding"
+    text = (f"Item 1 {gross}\n(Excluded GST) Sub Total : {net_d}\nTotal GST : {tax}\n"
+            f"{rounding} {paid - gross:.2f}\nTotal {paid:.2f}\nCASH : {paid:.2f}")
+    assert fields(text)["amount"].values == (f"{paid:.2f}",)
 
 
 def test_cash_tendered_minus_change_proves_the_amount_not_a_chance_sum() -> None:

@@ -88,7 +88,9 @@ def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[st
 
 _CASH_LINE = re.compile(rf"(?i)(?<![^\W\d_])(?:{CASH_WORDS})(?![^\W\d_])")
 _CHANGE_LINE = re.compile(rf"(?i)(?<![^\W\d_])(?:{CHANGE_WORDS})(?![^\W\d_])")
-_ROUNDING_LINE = re.compile(rf"(?i)(?<![^\W\d_])(?:{ROUNDING_WORDS})(?![^\W\d_])")
+# OCR glues a rounding label to the next word ("RoundingAdjustment", "RoundingRM"): a capital after it still
+# ends the word.
+_ROUNDING_LINE = re.compile(rf"(?i)(?<![^\W\d_])(?:{ROUNDING_WORDS})(?:(?![^\W\d_])|(?-i:(?<=[a-z])(?=[A-Z])))")
 
 
 def _line_values(text: str, found: list[Located], rx: re.Pattern[str]) -> list[Decimal]:
@@ -164,6 +166,9 @@ def amount_choice(text: str, doc_type: str | None = None) -> Choice:
             return Choice(tuple(values), tier, decided=len(values) == 1 and tier == STRONG)
         # a generic label ("Total") the page's arithmetic contradicts: the proven amount is the one
     if anywhere:
+        rounded = _rounded(text, found, [anywhere[-1]]) if tier in LABELLED_TIERS else []
+        if rounded and rounded[0] in values:  # the labelled figure is the proven total rounded to the coin
+            return Choice((rounded[0],), "proven", decided=True, why="proven total + printed rounding")
         return Choice((anywhere[-1],), "proven", decided=len(anywhere) == 1, why="net + tax = gross, or cash - change")
     return Choice(tuple(values), tier, nullable=True)
 

@@ -23,15 +23,19 @@ from pipeline.grounding.locale import DMY, MDY, country_date_order
 LANGUAGES = ("en", "de", "fr", "nl", "es", "it", "pt", "ms")
 TWO_DIGIT_PIVOT = 69  # two-digit years 00-68 are 2000-2068, 69-99 are 1969-1999 (POSIX strptime's rule)
 
+# A four-digit year may run straight into the time printed after it: OCR of a receipt drops the space
+# ("10-03-201823:03:06").
+_TIME_AFTER_YEAR = r"(?<=\d{4})(?=\d{1,2}:\d{2}(?!\d))"
 _NUMERIC_DATES = (
     re.compile(r"(?<![\d/.-])(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})(?![\d])"),
     re.compile(r"(?<![\d/.-])(?P<y>\d{4})[/.](?P<m>\d{1,2})[/.](?P<d>\d{1,2})(?!\d|[/.]\d)"),
-    re.compile(r"(?<![\d.])(?P<d>\d{1,2})\.(?P<m>\d{1,2})\.(?P<y>\d{4}|\d{2})(?!\d|\.\d)"),
+    re.compile(rf"(?<![\d.])(?P<d>\d{{1,2}})\.(?P<m>\d{{1,2}})\.(?P<y>\d{{4}}|\d{{2}})(?:{_TIME_AFTER_YEAR}|(?!\d|\.\d))"),
 )
 # d/m/y or m/d/y (also with dashes): ambiguous on its own; read in the document's order. OCR of thermal paper
 # spaces the separators out and drops the second one before a four-digit year ("05- 03 2018").
 _SLASH_DATE = re.compile(r"(?<![\d/.-])(?P<a>\d{1,2}) ?(?P<sep>[/-]) ?(?P<b>\d{1,2}) ?"
-                         r"(?:(?P=sep) ?(?P<y>\d{4}|\d{2})|(?P<y4>(?:19|20)\d{2}))(?![\d/]|-\d)")
+                         r"(?:(?P=sep) ?(?P<y>\d{4}|\d{2})|(?P<y4>(?:19|20)\d{2}))"
+                         rf"(?:{_TIME_AFTER_YEAR}|(?![\d/]|-\d))")
 
 _WORD = r"[^\W\d_]{3,12}\.?"
 _DAY = r"\d{1,2}(?:st|nd|rd|th|er|e|\u00ba|\u00b0)?\.?"
