@@ -102,3 +102,17 @@ def test_a_pipeline_run_with_skipped_files_still_reconciles(tmp_path: Path) -> N
     m = run_pipeline(cfg, llm=FakeLLM()).manifest
     assert m["reconciliation"]["balanced"] and m["reconciliation"]["files"] == 1
     assert "Skipped" not in m["errors_by_class"] and m["inputs"]["excluded"] == 1
+
+
+def test_an_ingest_without_a_large_log_leaves_no_spool_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the spool folder used to be made for every ingest: a killed run left an empty one in the temp dir each time
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "log.csv").write_text("date,amount,currency\n2024-01-02,1.00,EUR\n", encoding="utf-8")
+    res = ingest(inp)
+    assert res.transactions.num_rows == 1 and not list(temp.glob("pipeline-spool-*"))

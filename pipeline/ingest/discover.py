@@ -70,11 +70,19 @@ class SpooledLog:
 
 
 class SpoolDir:
-    """A temporary folder for the spool files of one ingest, removed when no result refers to it any more."""
+    """A temporary folder for the spool files of one ingest, made when the first large log is streamed (an ingest
+    without one leaves nothing behind, even when its process is killed) and removed when no result refers to it
+    any more."""
 
     def __init__(self) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="pipeline-spool-"))
-        weakref.finalize(self, shutil.rmtree, self.path, True)
+        self._path: Path | None = None
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(tempfile.mkdtemp(prefix="pipeline-spool-"))
+            weakref.finalize(self, shutil.rmtree, self._path, True)
+        return self._path
 
 
 @dataclass
