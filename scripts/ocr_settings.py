@@ -1,4 +1,4 @@
-"""Measure Tesseract settings on scanned documents with gold values: how many gold amounts, dates and issuers the
+"""Measure OCR engines and settings on scanned documents with gold values: how many gold amounts, dates and issuers the
 pipeline's scanners find in each setting's text, and the seconds per page.
 
     .venv/bin/python scripts/ocr_settings.py ../shared/realdata/receipts --limit 30 --json /tmp/ocr.json
@@ -19,12 +19,15 @@ from pipeline.grounding import amount_candidates, date_candidates
 from pipeline.ingest.ocr import OcrSettings, ocr_pdf_pages
 
 SETTINGS = {
-    "300dpi-psm3-all": OcrSettings(dpi=300, psm=3),
-    "native-psm3-all": OcrSettings(dpi=None, psm=3),
-    "native-psm4-all": OcrSettings(dpi=None, psm=4),
-    "native-psm6-all": OcrSettings(dpi=None, psm=6),
-    "native-psm4-eng": OcrSettings(dpi=None, psm=4, languages="eng"),
-    "300dpi-psm4-eng": OcrSettings(dpi=300, psm=4, languages="eng"),
+    "rapid-native": OcrSettings(engine="rapidocr"),
+    "rapid-300dpi": OcrSettings(engine="rapidocr", dpi=300),
+    "rapid-200dpi": OcrSettings(engine="rapidocr", dpi=200),
+    "300dpi-psm3-all": OcrSettings(engine="tesseract", dpi=300, psm=3),
+    "native-psm3-all": OcrSettings(engine="tesseract", dpi=None, psm=3),
+    "native-psm4-all": OcrSettings(engine="tesseract", dpi=None, psm=4),
+    "native-psm6-all": OcrSettings(engine="tesseract", dpi=None, psm=6),
+    "native-psm4-eng": OcrSettings(engine="tesseract", dpi=None, psm=4, languages="eng"),
+    "300dpi-psm4-eng": OcrSettings(engine="tesseract", dpi=300, psm=4, languages="eng"),
 }
 
 

@@ -1,5 +1,6 @@
-"""OCR of PDF pages without a text layer (Tesseract): an image-only PDF becomes a document whose row says which
-pages were OCRed, sideways scans are turned first, and NeedsOCR stays only for pages OCR cannot read."""
+"""OCR of PDF pages without a text layer (RapidOCR by default, Tesseract where asked or RapidOCR is absent): an
+image-only PDF becomes a document whose row says which pages were OCRed, sideways scans are turned first, and
+NeedsOCR stays only for pages OCR cannot read."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.ingest import IngestLimits, ingest
-from pipeline.ingest.ocr import engine
+from pipeline.ingest.ocr import OcrSettings, engine, ocr_pdf_pages
 
-needs_tesseract = pytest.mark.skipif(engine() is None, reason="Tesseract not installed (scripts/setup.sh installs it)")
+needs_ocr = pytest.mark.skipif(engine() is None, reason="no OCR engine installed (rapidocr, or Tesseract)")
+needs_tesseract = pytest.mark.skipif(engine("tesseract") is None, reason="Tesseract not installed (scripts/setup.sh)")
 REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "pdf_edge"
 LINES = ["RECHNUNG Nr. 2024-0117", "Stadtwerke Musterstadt GmbH", "Gesamtbetrag 1.234,56 EUR"]
 
@@ -50,26 +52,26 @@ def _image_only_pdf(path: Path, lines: list[str], rotate: int = 0, text_page: st
     return path
 
 
-@needs_tesseract
+@needs_ocr
 def test_image_only_pdf_is_read_by_ocr_and_its_row_says_so(tmp_path: Path) -> None:
     _image_only_pdf(tmp_path / "scan.pdf", LINES)
     res = ingest(tmp_path)
     assert res.errors.num_rows == 0
     doc = res.documents.to_pylist()[0]
     assert doc["ocr_pages"] == [1] and doc["ocred_pages"] == [1] and not doc["needs_ocr"]
-    assert doc["ocr_engine"].startswith("tesseract")
+    assert doc["ocr_engine"] == engine()
     for token in ("2024-0117", "Stadtwerke", "1.234,56"):
         assert token in doc["text"]
 
 
-@needs_tesseract
+@needs_ocr
 def test_sideways_scan_is_turned_before_ocr(tmp_path: Path) -> None:
     _image_only_pdf(tmp_path / "sideways.pdf", LINES * 3, rotate=90)
     doc = ingest(tmp_path).documents.to_pylist()[0]
     assert "Stadtwerke" in doc["text"] and "1.234,56" in doc["text"]
 
 
-@needs_tesseract
+@needs_ocr
 def test_only_the_pages_without_text_layer_are_ocred(tmp_path: Path) -> None:
     _image_only_pdf(tmp_path / "mixed.pdf", LINES, text_page="Cover letter with a text layer")
     doc = ingest(tmp_path).documents.to_pylist()[0]
@@ -77,7 +79,7 @@ def test_only_the_pages_without_text_layer_are_ocred(tmp_path: Path) -> None:
     assert doc["text"].startswith("Cover letter") and "Stadtwerke" in doc["text"]
 
 
-@needs_tesseract
+@needs_ocr
 def test_blank_scan_stays_needs_ocr_with_the_reason(tmp_path: Path) -> None:
     from PIL import Image
 
@@ -96,7 +98,7 @@ def test_ocr_off_keeps_needs_ocr(tmp_path: Path) -> None:
     assert err["error_class"] == "NeedsOCR" and "OCR is off" in err["message"]
 
 
-@needs_tesseract
+@needs_ocr
 def test_ocr_timeout_is_the_documents_error_not_the_runs(tmp_path: Path) -> None:
     _image_only_pdf(tmp_path / "scan.pdf", LINES)
     (tmp_path / "log.csv").write_text("date,amount,currency\n2024-01-02,1.00,EUR\n", encoding="utf-8")
@@ -106,7 +108,7 @@ def test_ocr_timeout_is_the_documents_error_not_the_runs(tmp_path: Path) -> None
     assert res.transactions.num_rows == 1
 
 
-@needs_tesseract
+@needs_ocr
 @pytest.mark.skipif(not REAL.is_dir(), reason="../shared/realdata/pdf_edge not present")
 def test_real_scans_yield_their_text(tmp_path: Path) -> None:
     import difflib
@@ -123,3 +125,26 @@ def test_real_scans_yield_their_text(tmp_path: Path) -> None:
     ocred = docs["scan_linn-brochure_image-only.pdf"]["text"]
     words = [re.findall(r"[a-z0-9]+", t.lower()) for t in (reference, ocred)]
     assert difflib.SequenceMatcher(None, *words, autojunk=False).ratio() > 0.9
+
+
+@needs_ocr
+@pytest.mark.parametrize("rotate", [90, 180, 270])
+def test_a_scan_turned_any_way_reads_upright(tmp_path: Path, rotate: int) -> None:
+    scan = _image_only_pdf(tmp_path / "turned.pdf", LINES * 2, rotate=rotate)
+    result = ocr_pdf_pages(scan.read_bytes(), [1])
+    text = result.texts[1]
+    # the lines come back in printed order, not bottom to top
+    assert text.index("RECHNUNG") < text.index("Stadtwerke") < text.index("1.234,56")
+    assert any("turned" in note for note in result.notes)
+
+
+@needs_tesseract
+def test_tesseract_is_still_there_when_asked_for(tmp_path: Path) -> None:
+    scan = _image_only_pdf(tmp_path / "scan.pdf", LINES)
+    result = ocr_pdf_pages(scan.read_bytes(), [1], OcrSettings(engine="tesseract"))
+    assert result.engine.startswith("tesseract") and "Stadtwerke" in result.texts[1]
+
+
+def test_an_unknown_engine_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="OCR engine must be one of"):
+        engine("paddle")

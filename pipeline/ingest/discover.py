@@ -329,7 +329,7 @@ def _with_ocr(doc: PdfDocument, path: Path, rel: str, sha: str, size: int, limit
         return with_ocr(doc, {}, None, "OCR is off")
     name = engine()
     if name is None:
-        return with_ocr(doc, {}, None, "no OCR engine is installed (Tesseract: scripts/setup.sh installs it)")
+        return with_ocr(doc, {}, None, "no OCR engine is installed (rapidocr and onnxruntime, or Tesseract)")
     pages = doc.ocr_pages[: limits.max_ocr_pages]
     out = worker.parse(FileTask("ocr", str(path), rel, sha, pages=tuple(pages)), size,
                        budget=limits.ocr_seconds_per_page * len(pages) + limits.parse_seconds)

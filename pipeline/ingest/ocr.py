@@ -1,28 +1,22 @@
-"""OCR for PDF pages without a text layer: pypdfium2 renders the page, Tesseract (through pytesseract) reads it.
+"""OCR for PDF pages without a text layer: pypdfium2 renders the page, an OCR engine reads it.
 
-Each image-only page is rendered at its scanned image's own resolution (`OcrSettings`, chosen with
-`scripts/ocr_settings.py` on the shared scanned receipts). Tesseract rather than RapidOCR: it read the shared scans'
-words far more exactly (RapidOCR's bundled models run Latin words together). Tesseract's orientation detection
-(OSD) turns pages scanned sideways or upside down before they are read. It runs single-threaded
-(OMP_THREAD_LIMIT=1): its own OpenMP threads slowed a page down on a busy machine. Figures: docs/eval/ocr-settings.md
-and docs/bench/design-choices.md.
-Tesseract is a Debian package (`scripts/setup.sh` installs it with the language packs); without it OCR is off and
-image-only pages stay `NeedsOCR`.
+Engines: RapidOCR (PP-OCR models on onnxruntime, `pipeline.ingest.ocr_rapid`) by default, Tesseract
+(`pipeline.ingest.ocr_tesseract`) where RapidOCR is not installed or when asked for. Each image-only page is
+rendered at its scanned image's own resolution (`OcrSettings`, chosen with `scripts/ocr_settings.py` on the shared
+scanned receipts; figures: docs/eval/ocr-settings.md). Without either engine OCR is off and image-only pages stay
+`NeedsOCR`.
 """
 
 from __future__ import annotations
 
 import io
-import os
-import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+
+from pipeline.ingest.ocr_rapid import rapid_name, rapid_read
+from pipeline.ingest.ocr_tesseract import languages, tesseract_name, tesseract_read
 
 DPI = 300  # for pages whose image resolution cannot be read (vector pages, several images)
-# Languages of the documents this pipeline reads; those installed are used together.
-LANGUAGES = ("eng", "deu", "fra", "nld", "spa")
-_ROTATE = re.compile(r"Rotate:\s*(\d+)")
-_CONFIDENCE = re.compile(r"Orientation confidence:\s*([\d.]+)")
+ENGINES = ("auto", "rapidocr", "tesseract")
 
 
 @dataclass
@@ -34,76 +28,34 @@ class OcrResult:
     notes: list[str] = field(default_factory=list)
 
 
-@lru_cache(maxsize=1)
-def engine() -> str | None:
-    """'tesseract 5.3.0 (eng+deu)', or None when Tesseract or pytesseract is missing."""
-    try:
-        # lazy: only OCR'd pages need it
-        import pytesseract
-
-        version = pytesseract.get_tesseract_version()
-        langs = languages()
-    except Exception:  # pytesseract absent, binary absent or broken
-        return None
-    return f"tesseract {version} ({langs})" if langs else None
-
-
-@lru_cache(maxsize=1)
-def languages() -> str:
-    # lazy: only OCR'd pages need it
-    import pytesseract
-
-    installed = set(pytesseract.get_languages(config=""))
-    return "+".join(lang for lang in LANGUAGES if lang in installed)
-
-
-def _mean_confidence(image, langs: str, config: str) -> float:  # type: ignore[no-untyped-def]
-    """Tesseract's mean word confidence on the image (0-100; -1 where it reads no word)."""
-    # lazy: only OCR'd pages need it
-    import pytesseract
-
-    data = pytesseract.image_to_data(image, lang=langs, config=config, output_type=pytesseract.Output.DICT)
-    confs = [float(c) for c, w in zip(data["conf"], data["text"]) if str(w).strip() and float(c) >= 0]
-    return sum(confs) / len(confs) if confs else -1.0
-
-
-def _read_upright(image, notes: list[str], page: int, langs: str, config: str) -> str:  # type: ignore[no-untyped-def]
-    """The page's text, read the right way up. Tesseract's orientation detection (OSD) proposes a turn; since it
-    also proposes turning upright pages of dense receipt print upside down (5 of the shared receipt scans, taken
-    for Greek script), a proposed turn is kept only when the turned page reads with higher word confidence."""
-    # lazy: only OCR'd pages need it
-    import pytesseract
-
-    try:
-        osd = pytesseract.image_to_osd(image, config="--psm 0")
-    except pytesseract.TesseractError:  # too little text to tell the orientation
-        osd = ""
-    rotate = int(m.group(1)) if (m := _ROTATE.search(osd)) else 0
-    confidence = float(m.group(1)) if (m := _CONFIDENCE.search(osd)) else 0.0
-    if rotate and confidence >= 1.0:
-        turned = image.rotate(-rotate, expand=True)
-        if _mean_confidence(turned, langs, config) > _mean_confidence(image, langs, config):
-            notes.append(f"page {page} turned {rotate} degrees before OCR")
-            image = turned
-        else:
-            notes.append(f"page {page}: orientation detection proposed {rotate} degrees; the page reads better as is")
-    return pytesseract.image_to_string(image, lang=langs, config=config)
+def engine(which: str = "auto") -> str | None:
+    """Name and version of the engine `which` resolves to ('auto': RapidOCR, else Tesseract), or None when it is
+    not installed."""
+    if which not in ENGINES:
+        raise ValueError(f"OCR engine must be one of {', '.join(ENGINES)}, not {which!r}")
+    if which in ("auto", "rapidocr") and (name := rapid_name()):
+        return name
+    return tesseract_name() if which in ("auto", "tesseract") else None
 
 
 @dataclass(frozen=True)
 class OcrSettings:
     """How a page is read. `dpi=None` renders each image-only page at its scanned image's own pixel density
-    (no resampling of a phone photo into a 300 dpi page several times its size), never below `min_dpi`, with
-    Tesseract's automatic page segmentation (mode 3): more gold fields found, faster, than at 300 dpi; mode 4 (one
-    column) read receipts slightly better but lost much of a two-column brochure (docs/eval/ocr-settings.md)."""
+    (no resampling of a phone photo into a 300 dpi page several times its size), never below `min_dpi`. `psm` and
+    `languages` are Tesseract's: automatic page segmentation (mode 3), since mode 4 (one column) read receipts
+    slightly better but lost much of a two-column brochure; None: every installed one of its LANGUAGES."""
 
+    engine: str = "auto"
     dpi: int | None = None
     min_dpi: int = 150
     psm: int = 3
-    languages: str | None = None  # '+'-joined Tesseract codes; None: every installed one of LANGUAGES
+    languages: str | None = None
 
     def label(self) -> str:
-        return f"dpi={self.dpi or 'native'},psm={self.psm},lang={self.languages or languages()},orientation=checked"
+        name = engine(self.engine) or self.engine
+        if name.startswith("tesseract"):
+            return f"{name},dpi={self.dpi or 'native'},psm={self.psm},lang={self.languages or languages()}"
+        return f"{name},dpi={self.dpi or 'native'},orientation=checked,layout=columns"
 
 
 def _native_dpi(page) -> float | None:  # type: ignore[no-untyped-def]
@@ -123,16 +75,18 @@ def _native_dpi(page) -> float | None:  # type: ignore[no-untyped-def]
 
 
 def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSettings()) -> OcrResult:
-    """Read `pages` (1-based) of the PDF in `data`. Raises RuntimeError when no OCR engine is installed."""
-    name = engine()
+    """Read `pages` (1-based) of the PDF in `data`. Raises RuntimeError when the engine is not installed."""
+    name = engine(settings.engine)
     if name is None:
-        raise RuntimeError("no OCR engine: install Tesseract (scripts/setup.sh does) and pytesseract")
+        raise RuntimeError("no OCR engine: install rapidocr and onnxruntime (the project's dependencies), or "
+                           "Tesseract (scripts/setup.sh) and pytesseract")
     # lazy: only OCR'd pages need it
     import pypdfium2 as pdfium
 
-    os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # read by the tesseract processes pytesseract starts
-    langs = settings.languages or languages()
-    result = OcrResult(engine=name if settings.languages is None else f"tesseract ({langs})")
+    tesseract = name.startswith("tesseract")
+    if tesseract and settings.languages is not None:
+        name = f"tesseract ({settings.languages})"
+    result = OcrResult(engine=name)
     pdf = pdfium.PdfDocument(io.BytesIO(data))
     try:
         for number in pages:
@@ -140,7 +94,10 @@ def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSett
             dpi = settings.dpi or max(settings.min_dpi, min(600.0, _native_dpi(page) or DPI))
             image = page.render(scale=dpi / 72).to_pil().convert("L")  # /Rotate is applied by the renderer
             page.close()
-            text = _read_upright(image, result.notes, number, langs, f"--psm {settings.psm}")
+            if tesseract:
+                text = tesseract_read(image, result.notes, number, settings.languages, settings.psm)
+            else:
+                text = rapid_read(image, result.notes, number)
             if text.strip():
                 result.texts[number] = text
             else:

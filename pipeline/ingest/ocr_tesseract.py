@@ -1,0 +1,76 @@
+"""Tesseract (through pytesseract) as the OCR engine where RapidOCR is not installed, or when asked for.
+
+Tesseract's orientation detection (OSD) turns pages scanned sideways or upside down before they are read. It runs
+single-threaded (OMP_THREAD_LIMIT=1): its own OpenMP threads slowed a page down on a busy machine. Tesseract is a
+Debian package (`scripts/setup.sh` installs it with the language packs).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+
+# Languages of the documents this pipeline reads; those installed are used together.
+LANGUAGES = ("eng", "deu", "fra", "nld", "spa")
+_ROTATE = re.compile(r"Rotate:\s*(\d+)")
+_CONFIDENCE = re.compile(r"Orientation confidence:\s*([\d.]+)")
+
+
+@lru_cache(maxsize=1)
+def tesseract_name() -> str | None:
+    """'tesseract 5.3.0 (eng+deu)', or None when Tesseract or pytesseract is missing."""
+    try:
+        # lazy: only OCR'd pages need it
+        import pytesseract
+
+        version = pytesseract.get_tesseract_version()
+        langs = languages()
+    except Exception:  # pytesseract absent, binary absent or broken
+        return None
+    return f"tesseract {version} ({langs})" if langs else None
+
+
+@lru_cache(maxsize=1)
+def languages() -> str:
+    # lazy: only OCR'd pages need it
+    import pytesseract
+
+    installed = set(pytesseract.get_languages(config=""))
+    return "+".join(lang for lang in LANGUAGES if lang in installed)
+
+
+def _mean_confidence(image, langs: str, config: str) -> float:  # type: ignore[no-untyped-def]
+    """Tesseract's mean word confidence on the image (0-100; -1 where it reads no word)."""
+    # lazy: only OCR'd pages need it
+    import pytesseract
+
+    data = pytesseract.image_to_data(image, lang=langs, config=config, output_type=pytesseract.Output.DICT)
+    confs = [float(c) for c, w in zip(data["conf"], data["text"]) if str(w).strip() and float(c) >= 0]
+    return sum(confs) / len(confs) if confs else -1.0
+
+
+def tesseract_read(image, notes: list[str], page: int, langs: str | None, psm: int) -> str:  # type: ignore[no-untyped-def]
+    """The page's text, read the right way up. Tesseract's orientation detection (OSD) proposes a turn; since it
+    also proposes turning upright pages of dense receipt print upside down (5 of the shared receipt scans, taken
+    for Greek script), a proposed turn is kept only when the turned page reads with higher word confidence."""
+    # lazy: only OCR'd pages need it
+    import pytesseract
+
+    os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # read by the tesseract processes pytesseract starts
+    langs = langs or languages()
+    config = f"--psm {psm}"
+    try:
+        osd = pytesseract.image_to_osd(image, config="--psm 0")
+    except pytesseract.TesseractError:  # too little text to tell the orientation
+        osd = ""
+    rotate = int(m.group(1)) if (m := _ROTATE.search(osd)) else 0
+    confidence = float(m.group(1)) if (m := _CONFIDENCE.search(osd)) else 0.0
+    if rotate and confidence >= 1.0:
+        turned = image.rotate(-rotate, expand=True)
+        if _mean_confidence(turned, langs, config) > _mean_confidence(image, langs, config):
+            notes.append(f"page {page} turned {rotate} degrees before OCR")
+            image = turned
+        else:
+            notes.append(f"page {page}: orientation detection proposed {rotate} degrees; the page reads better as is")
+    return pytesseract.image_to_string(image, lang=langs, config=config)
