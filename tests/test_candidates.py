@@ -55,6 +55,13 @@ def test_a_code_next_to_a_count_or_a_unit_is_no_currency() -> None:
     assert currency_candidates("013 SUMMER CUP 48X230ML 9.00\nALL 3KG\nTotal 9.00") == []
     assert currency_candidates("CUP 48.50") == ["CUP"]
 
+def test_a_code_after_an_item_code_is_no_currency() -> None:
+    # "R3 GEL PEN": a product name, not Georgian lari; a figure before a code is an amount only when it is a number
+    assert currency_candidates("M&G R3 GEL PEN 0.5MM 1 5.40 5.40\nTOTAL 5.40", "MY") == []
+    assert currency_candidates("Total 12.00 EUR") == ["EUR"]
+    assert currency_candidates("Summe 1 234,56 EUR") == ["EUR"]
+
+
 # ------------------------------------------------------------------ dates
 
 def test_a_french_invoice_reads_day_first_and_a_us_invoice_month_first() -> None:

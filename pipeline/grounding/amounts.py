@@ -99,7 +99,8 @@ _ALL_SYMBOLS = "|".join(re.escape(s) for s in sorted(_GLOBAL_SYMBOLS, key=len, r
 _ANY_SYMBOL_RE = re.compile(rf"(?<![A-Za-z])(?:{_ALL_SYMBOLS})(?![A-Za-z])")
 # On the same line, and a number, not a count or a size ("CUP 48X230ML" is a product, not Cuban pesos).
 _NUMBER_AFTER = re.compile(r"^[ \t\u00a0]{0,2}[-\u2212]?\d(?![\d.,]*[^\W\d_])")
-_NUMBER_BEFORE = re.compile(r"\d[ \t\u00a0]{0,2}\Z")  # on the same line
+# a number (not the digits of an item code such as "R3") just before, on the same line
+_NUMBER_BEFORE = re.compile(r"(?:^|(?<=[^\w.,]))[-\u2212]?\d[\d.,]*[ \t\u00a0]{0,2}\Z")
 _NUMBER_WORDS = re.compile(r"(?i)^\s+(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
                            r"forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|lakh|million)\b")
 _CURRENCY_LABEL = re.compile(r"(?i)(?<![^\W\d_])(?:currency|währung|devise|moneda|valuta|divisa|munt|in|amount|betrag|"
@@ -126,7 +127,7 @@ def _local_symbol(symbol: str, country: str) -> str | None:
 
 
 def _near_number(text: str, start: int, end: int) -> bool:
-    return bool(_NUMBER_AFTER.search(text[end:end + 24]) or _NUMBER_BEFORE.search(text[max(0, start - 3):start]))
+    return bool(_NUMBER_AFTER.search(text[end:end + 24]) or _NUMBER_BEFORE.search(text[max(0, start - 24):start].rsplit("\n", 1)[-1]))
 
 
 def currency_spans(text: str, country: str | None = None) -> list[tuple[int, int, str]]:
