@@ -65,10 +65,10 @@ def rapid_read(image: Any, notes: list[str], page: int) -> str:
     """The page's text, read the right way up: a page that reads poorly as it is is also read turned by 90, 180 and
     270 degrees, and the turn that reads best is kept."""
     score, boxes = _read(image)
-    if score < UPRIGHT_SCORE:
+    if boxes and score < UPRIGHT_SCORE:  # a page with no text at all has no orientation to find
         best = (score, 0, boxes)
         for turn in (90, 180, 270):
-            turned = _read(image.rotate(-turn, expand=True))
+            turned = _read(image.rotate(-turn, expand=True, fillcolor=255))  # white, not black, margins
             if turned[0] > best[0]:
                 best = (turned[0], turn, turned[1])
         if best[1]:
