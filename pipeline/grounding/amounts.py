@@ -127,7 +127,8 @@ def _local_symbol(symbol: str, country: str) -> str | None:
 
 
 def _near_number(text: str, start: int, end: int) -> bool:
-    return bool(_NUMBER_AFTER.search(text[end:end + 24]) or _NUMBER_BEFORE.search(text[max(0, start - 24):start].rsplit("\n", 1)[-1]))
+    line_before = text[max(0, start - 24):start].rsplit("\n", 1)[-1]
+    return bool(_NUMBER_AFTER.search(text[end:end + 24]) or _NUMBER_BEFORE.search(line_before))
 
 
 def currency_spans(text: str, country: str | None = None) -> list[tuple[int, int, str]]:

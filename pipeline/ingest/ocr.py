@@ -28,14 +28,21 @@ class OcrResult:
     notes: list[str] = field(default_factory=list)
 
 
-def engine(which: str = "auto") -> str | None:
-    """Name and version of the engine `which` resolves to ('auto': RapidOCR, else Tesseract), or None when it is
-    not installed."""
+def _installed(which: str) -> tuple[str, str] | None:
+    """(engine, its name and version) that `which` resolves to ('auto': RapidOCR, else Tesseract), or None."""
     if which not in ENGINES:
         raise ValueError(f"OCR engine must be one of {', '.join(ENGINES)}, not {which!r}")
     if which in ("auto", "rapidocr") and (name := rapid_name()):
-        return name
-    return tesseract_name() if which in ("auto", "tesseract") else None
+        return "rapidocr", name
+    if which in ("auto", "tesseract") and (name := tesseract_name()):
+        return "tesseract", name
+    return None
+
+
+def engine(which: str = "auto") -> str | None:
+    """Name and version of the engine `which` resolves to, or None when it is not installed."""
+    found = _installed(which)
+    return found[1] if found else None
 
 
 @dataclass(frozen=True)
@@ -52,8 +59,8 @@ class OcrSettings:
     languages: str | None = None
 
     def label(self) -> str:
-        name = engine(self.engine) or self.engine
-        if name.startswith("tesseract"):
+        kind, name = _installed(self.engine) or (self.engine, self.engine)
+        if kind == "tesseract":
             return f"{name},dpi={self.dpi or 'native'},psm={self.psm},lang={self.languages or languages()}"
         return f"{name},dpi={self.dpi or 'native'},orientation=checked,layout=columns"
 
@@ -76,14 +83,15 @@ def _native_dpi(page) -> float | None:  # type: ignore[no-untyped-def]
 
 def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSettings()) -> OcrResult:
     """Read `pages` (1-based) of the PDF in `data`. Raises RuntimeError when the engine is not installed."""
-    name = engine(settings.engine)
-    if name is None:
+    found = _installed(settings.engine)
+    if found is None:
         raise RuntimeError("no OCR engine: install rapidocr and onnxruntime (the project's dependencies), or "
                            "Tesseract (scripts/setup.sh) and pytesseract")
     # lazy: only OCR'd pages need it
     import pypdfium2 as pdfium
 
-    tesseract = name.startswith("tesseract")
+    kind, name = found
+    tesseract = kind == "tesseract"
     if tesseract and settings.languages is not None:
         name = f"tesseract ({settings.languages})"
     result = OcrResult(engine=name)

@@ -73,16 +73,16 @@ def _line(row: list[TextBox]) -> str:
 def reading_order(boxes: list[TextBox]) -> str:
     """The page's text, one printed row per line; a run of rows in two prose columns is read left column first."""
     rows = rows_of(boxes)
+    gutters = [_prose_gutters(row) for row in rows]
     lines: list[str] = []
     i = 0
     while i < len(rows):
-        gutters = _prose_gutters(rows[i])
         block_end = i
         gutter = None
-        for x in gutters:
+        for x in gutters[i]:
             end, prose_rows = i, 0
             while end < len(rows) and not _crosses(rows[end], x):
-                prose_rows += any(abs(g - x) < rows[end][0].height * 2 for g in _prose_gutters(rows[end]))
+                prose_rows += any(abs(g - x) < rows[end][0].height * 2 for g in gutters[end])
                 end += 1
             if prose_rows >= MIN_COLUMN_ROWS and end > block_end:
                 block_end, gutter = end, x
