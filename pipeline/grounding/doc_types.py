@@ -22,7 +22,8 @@ HEAD_CHARS = 600
 
 # What a sale settled at the counter prints: change handed back, cash tendered, "settled in cash". Written to survive
 # OCR of thermal paper ("CHANGE RM. 12.90", "Change Amt 0.10", a label whose value sits in the column below).
-_MONEY = r"\W{0,4}(?:rm|\$|\u20ac|\u00a3|eur|dh|[^\W\d_])?\W{0,3}\d+"  # a lone letter: a misread sign
+# A lone letter before the figure is a misread sign; an O before the decimal mark a misread 0 ("Change RMO.00").
+_MONEY = r"\W{0,4}(?:rm|\$|\u20ac|\u00a3|eur|dh|[^\W\d_])?\W{0,3}(?:\d+|[oO][.,]\d+)"
 _CHANGE = rf"(?:{CHANGE_WORDS})(?:\s+(?:due|amt|amount|given))?"
 _SETTLED = [
     rf"{_CHANGE}{_MONEY}",
@@ -32,6 +33,7 @@ _SETTLED = [
     rf"(?:visa|master\s*card|amex|maestro|eftpos|(?:debit|credit)\s+card){_MONEY}",  # a card charged at the till
     r"tendered|(?:amount|amt|cash)\s+tendered|tender(?:ed)?\s+(?:amount|amt|cash)",
     r"r[e\u00e9]gl[e\u00e9]e?\s+(?:par|en)\s+(?:esp[e\u00e8]ces?|carte|ch[e\u00e8]que|cb)",
+    r"cash\s+inv(?:oice)?",  # a cash invoice: the sale paid as it was made (Malaysia, India, the Philippines)
 ]
 
 _TYPES: dict[str, tuple[list[str], list[str]]] = {
@@ -42,7 +44,7 @@ _TYPES: dict[str, tuple[list[str], list[str]]] = {
                  r"re[\u00e7c]u", r"ticket\s+de\s+caisse", r"kassabon", r"recibo", r"ricevuta", r"scontrino", r"resit",
                  r"cash\s+bill", r"cash\s+sales?"],
                 [*_SETTLED, r"paid\s+(?:by|with|in)\s+(?:cash|card|credit|debit|visa|master\s*card|amex|eftpos)",
-                 r"cashier|caissi[e\u00e8]re?|kassierer\w*|cajer[oa]|cassier[ea]", r"thank\s+you", r"come\s+again",
+                 r"(?:cashier|caissi[e\u00e8]re?|kassierer\w*|cajer[oa]|cassier[ea])(?:id|name)?", r"thank\s+you", r"come\s+again",
                  r"visa|master\s*card", r"rounding", r"counter", r"qty"]),
     "utility_bill": ([r"electricity\s+bill", r"gas\s+bill", r"water\s+bill", r"utility\s+bill", r"stromrechnung",
                       r"facture\s+d['\u2019][\u00e9e]lectricit[\u00e9e]", r"energierekening"],
@@ -106,10 +108,10 @@ def _title_weight(titles: list[re.Pattern[str]], head: str, text: str) -> int:
     return best
 
 
-# Cues that settle what a document did weigh twice: a sale settled at the counter (change, cash tendered) and a
-# card charged at the till. The counter ones decide against an invoice heading: shops in Malaysia, Singapore,
-# Australia or India print "TAX INVOICE" on the slip the customer takes away.
-SETTLING_CUES = {"receipt": len(_SETTLED) + 1}  # _SETTLED, then "paid by card"
+# Cues that settle what a document did weigh twice: a sale settled at the counter (change, cash tendered), a card
+# charged at the till, a cashier who rang it up. The counter ones decide against an invoice heading: shops in
+# Malaysia, Singapore, Australia or India print "TAX INVOICE" on the slip the customer takes away.
+SETTLING_CUES = {"receipt": len(_SETTLED) + 2}  # _SETTLED, then "paid by card" and the cashier
 DECISIVE_CUES = {"receipt": len(_SETTLED)}
 SETTLING_WEIGHT = 2
 # A heading set with a space between letters ("K O S T E N R E C H N U N G"): the letters of one word.
