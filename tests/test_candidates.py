@@ -296,6 +296,29 @@ def test_a_legal_form_misread_by_ocr_is_read_as_the_form(printed: str) -> None:
         "99 SPEED MART S/B")
 
 
+@pytest.mark.parametrize("name", ["99 SPEED MART S/B", "7-Eleven Malaysia Sdn Bhd", "3M Deutschland GmbH"])
+def test_a_legal_name_that_opens_with_a_figure_is_the_letterhead_issuer(name: str) -> None:
+    # the first *letter* is the capital; the town-like line under the street is no rival candidate
+    text = f"{name} (519537-X)\nLOT P.T. 2811, JALAN ANGSA,\nJAMAN BERKELEY\n41150 KLANG, SELANGOR\nTotal 22.90"
+    choice = fields(text)["issuer"]
+    assert choice.values == (name,) and choice.decided
+
+
+def test_a_line_of_figures_over_the_letterhead_is_no_address_and_malay_business_words_are_legal_forms() -> None:
+    # a till number read above the header ("3 18.01017") holds five digits but no town: the letterhead goes on
+    text = "3 18.01017\nSYARIKAT PERNIAGAAN GIN KEE\n(81109-A)\nNO 290, JALAN AIR PANAS,\n53200 KUALA LUMPUR.\nTotal 9.00"
+    choice = fields(text)["issuer"]
+    assert choice.values == ("SYARIKAT PERNIAGAAN GIN KEE",) and choice.decided
+
+
+def test_a_former_name_is_not_the_issuer() -> None:
+    text = ("Gerbang Alaf Restaurants Sdn Bhd\n(65351-M)\nformerly known as\nGolden Arches Restaurants Sdn Bhd\n"
+            "Level 6, Bangunan TH, Damansara Uptown3\n47400 Petaling Jaya\nTotal 28.50")
+    assert fields(text)["issuer"].values == ("Gerbang Alaf Restaurants Sdn Bhd",)
+    inline = "Acme Widgets Ltd\n(formerly Widget World Ltd)\n1 High Street\nLondon SW1A 1AA\nTotal 5.00"
+    assert fields(inline)["issuer"].values == ("Acme Widgets Ltd",)
+
+
 def test_a_seller_label_names_the_issuer() -> None:
     text = "Bill to Address:\nATTN: iViveLabs Limited\nService Provider:\nAmazon Web Services, Inc.\n410 Terry Ave"
     assert fields(text)["issuer"].values[0] == "Amazon Web Services, Inc."

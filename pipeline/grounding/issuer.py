@@ -36,6 +36,7 @@ LEGAL_FORMS = (
     r"oyj", r"ab", r"a/s", r"asa", r"aps", r"sp\.\s*z\s*o\.\s*o\.", r"s\.r\.o\.", r"a\.s\.", r"kft\.?",
     r"zrt\.?", r"d\.o\.o\.", r"enterprise", r"enterprises", r"trading", r"restaurant", r"restoran", r"store", r"mart",
     r"services", r"industries", r"holdings?", r"group",
+    r"syarikat", r"perniagaan", r"kedai",  # Malay: company, business, shop (they open the name)
 )
 # Legal forms as OCR of thermal paper misreads them (D as O or U, O as 0 or D, I and L as 1): a near-miss of the
 # field's vocabulary is the form itself. Only multi-letter forms of two words, where a near-miss is no other word.
@@ -144,6 +145,21 @@ def _buyer_lines(lines: list[str]) -> set[int]:
     return out
 
 
+_FORMERLY = re.compile(r"(?i)\b(?:formerly|previously)(?:\s+(?:known\s+as|trading\s+as|called))?\b|\bvormals\b|"
+                       r"\banciennement\b|\bvoorheen\b|\bex-")
+
+
+def _former_name_lines(lines: list[str]) -> set[int]:
+    """Lines naming who the issuer used to be ("formerly known as" and the name on its line or the next)."""
+    out: set[int] = set()
+    for i, line in enumerate(lines):
+        if m := _FORMERLY.search(line):
+            out.add(i)
+            if not line[m.end():].strip(" :,()") and i + 1 < len(lines):
+                out.add(i + 1)
+    return out
+
+
 _RETURN_ADDRESS = re.compile(r"\s+[-\u2013\u00b7\u2022|]\s+")
 
 
@@ -156,6 +172,19 @@ def _return_address_sender(line: str) -> str | None:
     return None
 
 
+def _has_letters(line: str) -> bool:
+    """An address line names its town beside the postcode; a line of figures alone ("3 18.01017", a till's
+    number over a scanned receipt's header) is no address."""
+    return sum(ch.isalpha() for ch in line) >= 2
+
+
+def _starts_upper(name: str) -> bool:
+    """The name's first letter is a capital: "99 SPEED MART S/B" and "7-Eleven, Inc." are names, "and sons ltd"
+    in a sentence is not."""
+    first = next((ch for ch in name if ch.isalpha()), "")
+    return first.isupper()
+
+
 def _letterhead(lines: list[str], buyer: set[int]) -> list[int]:
     """The sender block: the first lines of the first page up to the first address line (a street or a postcode),
     before any recipient label."""
@@ -163,7 +192,7 @@ def _letterhead(lines: list[str], buyer: set[int]) -> list[int]:
     for i in range(min(len(lines), HEAD_LINES)):
         if not lines[i]:
             continue
-        if i in buyer or _POSTCODE.search(lines[i]):
+        if i in buyer or (_POSTCODE.search(lines[i]) and _has_letters(lines[i])):
             break
         if not _NOT_NAME.search(lines[i]) or _LEGAL.search(lines[i]):
             out.append(i)
@@ -196,6 +225,8 @@ def issuer_choice(text: str) -> Choice:
     lines = _read_name_lines([_canonical_forms(" ".join(line.split())) for line in first_page.splitlines()])
     buyer = _buyer_lines(lines)
     head = _letterhead(lines, buyer)
+    # the recipient's lines and a former name are never who issued the document
+    buyer |= _former_name_lines(lines)
     seller = []
     for i, line in enumerate(lines):
         if _SELLER_LABEL.match(line):  # the name after the label, or on one of the two lines below it
@@ -208,7 +239,7 @@ def issuer_choice(text: str) -> Choice:
         found = []
         for i in indices:
             if 0 <= i < len(lines) and i not in buyer:
-                found.extend(s for s in _spans(lines[i]) if _LEGAL.search(s) and s[:1].isupper())
+                found.extend(s for s in _spans(lines[i]) if _LEGAL.search(s) and _starts_upper(s))
         return found
 
     def named_in(indices: list[int]) -> list[str]:  # a seller heading names the issuer, legal form or not
