@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.grounding import document_choices, field_confidence, is_grounded
-from pipeline.grounding.amounts import currency_candidates
+from pipeline.grounding.amounts import amount_candidates, currency_candidates
 from pipeline.infer.validate import decoding_schema
 
 
@@ -238,6 +238,15 @@ def test_a_total_excluding_tax_is_not_the_amount() -> None:
             "Total Sales (Inclusive of GST) : 82.68\nCASH : 100.00\nChange : 17.32")
     choice = fields(text)["amount"]
     assert choice.values == ("82.68",) and choice.decided
+
+
+
+@pytest.mark.parametrize("rate", ["@6.00%", "6.00 %", "@ 6,00%", "6.00\u00a0%"])
+def test_a_rate_is_never_the_amount(rate: str) -> None:
+    # OCR dropped the decimal point of "12.00" on the labelled line: its only two-decimal figure is the GST rate
+    text = f"Total 12.00\nTotal Sales Inclusive GST {rate} 1200\nCash Received 50.00\nChange 38.00"
+    assert "6.00" not in fields(text)["amount"].values
+    assert amount_candidates(f"MwSt. {rate} 38,00") == ["38.00"]
 
 
 # ------------------------------------------------------------------ references

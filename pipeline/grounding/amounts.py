@@ -13,10 +13,11 @@ from functools import lru_cache
 from pipeline.grounding._common import in_order
 
 # An amount with exactly two decimals; thousands grouped by one separator that differs from the decimal mark.
-# Matched at every start position (lookahead) so "12 345,67" also yields "345,67".
+# Matched at every start position (lookahead) so "12 345,67" also yields "345,67". A figure followed by "%" is a
+# rate ("GST @6.00%", "MwSt. 19,00 %"), never an amount.
 _AMOUNT = re.compile(
     r"(?=(?<![\w.,'\-\u2212])(?P<sign>[-\u2212] ?)?(?P<int>\d{1,3}(?:(?P<grp>[,. \u00a0'])\d{3})(?:(?P=grp)\d{3})*|\d+)"
-    r"(?P<dec>[.,])(?P<frac>\d{2})(?!\d|[.,]\d))"
+    r"(?P<dec>[.,])(?P<frac>\d{2})(?!\d|[.,]\d|[ \u00a0]?%))"
 )
 # Currency symbols that name one currency in the documents this pipeline reads; "$" alone is read as USD (a CAD or
 # AUD document prints its code beside it, which is found as well).
