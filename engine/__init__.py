@@ -4,10 +4,11 @@ Public API, shaped as vLLM's offline one: `LLM`, `SamplingParams`, `RequestOutpu
 `CompletionOutput`s, `Logprob`s); `load_tokenizer` and `export_hf_checkpoint` for checkpoints
 (Hugging Face directories or GGUF files); `EngineConfig`/`EngineSettings` (every engine setting, one default each)
 with `add_engine_args`/`engine_overrides` for command lines; `configure_cpu_threads` for programs that run it on
-CPU. The engine knows nothing about documents or orchestration.
+CPU, and `return_freed_memory` for those that go on after dropping an engine. The engine knows nothing about
+documents or orchestration.
 """
 
-from engine.cpu_runtime import configure_cpu_threads
+from engine.cpu_runtime import configure_cpu_threads, return_freed_memory
 
 # Importing the engine changes nothing in the process: a program that runs it on CPU calls
 # `configure_cpu_threads()` before anything imports torch (the `pipeline` CLI does) for the OpenMP waiting default.
@@ -25,7 +26,7 @@ _API = {
 
 __all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint",
            "load_tokenizer", "export_hf_checkpoint", "SpeculativeConfig", "EngineConfig", "EngineSettings",
-           "configure_cpu_threads", "add_engine_args", "engine_overrides"]
+           "configure_cpu_threads", "return_freed_memory", "add_engine_args", "engine_overrides"]
 
 
 def __getattr__(name: str) -> object:

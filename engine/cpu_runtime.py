@@ -9,13 +9,15 @@ Allocator. Every engine step allocates and frees many MB-sized tensors (KV gathe
 intermediates). glibc serves those with fresh mmap()s and hands them back to the kernel on free, so every step
 page-faults its working set in again. So a CPU engine raises glibc's mmap threshold to its maximum and stops
 trimming the heap (fewer faults, less wall time: docs/bench/design-choices.md), unless the process already chose
-(MALLOC_* variables, or a preloaded jemalloc/tcmalloc).
+(MALLOC_* variables, or a preloaded jemalloc/tcmalloc). Memory an engine freed is therefore kept by the process
+until `return_freed_memory()` hands it back (a program that goes on after its engine, e.g. to write results).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import os
 import sys
@@ -59,3 +61,18 @@ def keep_freed_memory() -> bool:
     if not ok:
         log.debug("mallopt refused the engine's allocator settings; keeping the defaults")
     return ok
+
+
+def return_freed_memory() -> bool:
+    """Collect unreachable objects, then hand the C heap's free memory back to the kernel (glibc malloc_trim):
+    for a process that drops its engine and goes on, since the engine's allocator setting keeps freed memory.
+    True when trimmed; a no-op where the C library is not glibc."""
+    gc.collect()
+    if not sys.platform.startswith("linux") or (path := ctypes.util.find_library("c")) is None:
+        return False
+    try:
+        malloc_trim = ctypes.CDLL(path).malloc_trim
+    except (OSError, AttributeError):
+        return False  # not glibc
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    return bool(malloc_trim(0))

@@ -122,4 +122,6 @@ def prefect_stages() -> Stages:
             named = infer_bucket_task.with_options(task_run_name=f"infer-{bucket.bucket_id}")
             yield named(llm, quote(bucket), run_fields, progress)
 
-    return Stages(ingest=run_ingest, load_llm=run_load, prepare=run_prepare, infer=run_infer, write=write_task)
+    # the flow process's engine cache keeps the engines for the next run
+    return Stages(ingest=run_ingest, load_llm=run_load, prepare=run_prepare, infer=run_infer, write=write_task,
+                  release_engines=False)

@@ -7,6 +7,7 @@
     model_identity(path, quantization, kv_cache_dtype) -> str   part of every row_id
     model_template_sha(path) -> str|None  the chat template's hash (None: completion-style prompts)
     load_llm(path, **engine_kwargs)       a fresh engine; EngineCache keeps loaded ones for a caller that runs often
+    free_engine_memory()                  hands the memory of dropped engines back to the system
 
 The registry holds real models that install offline from a package registry. The installed package itself is
 the record of where the weights lie (resolved with importlib), so nothing can go stale when a venv is rebuilt.
@@ -134,6 +135,12 @@ def model_template_sha(model: str | Path) -> str | None:
 def load_llm(model: str | Path, **engine_kwargs: Any) -> Any:
     """A fresh `engine.LLM` for a resolved model and engine settings (an adapter's base is the engine's to find)."""
     return engine.LLM(str(Path(model).resolve()), **engine_kwargs)
+
+
+def free_engine_memory() -> bool:
+    """Hand the memory of engines this process has dropped back to the system (the engine's CPU allocator setting
+    keeps freed memory otherwise); call it after the last reference to an engine is gone."""
+    return bool(engine.return_freed_memory())
 
 
 class EngineCache:

@@ -54,7 +54,7 @@ from pipeline.ingest.discover import (
     annotate_file_errors,
     reread_with_profiles,
 )
-from pipeline.models import load_llm, model_identity
+from pipeline.models import free_engine_memory, load_llm, model_identity
 from pipeline.output.datasets import (
     DATASETS,
     KIND_DATASET,
@@ -144,6 +144,10 @@ class Stages:
     prepare: Callable[..., PreparedRequests] = prepare_requests
     infer: Callable[..., Iterator[BucketResult]] = infer
     write: Callable[[Staging, dict[str, Any]], dict[str, Any]] = write_run
+    # The run owns the engines `load_llm` gives it: they are closed and their memory handed back before the
+    # publish, so a large log's writing never adds to the engine's footprint. False where the loader keeps them
+    # for later runs (a flow process's engine cache, a Ray pool).
+    release_engines: bool = True
 
 
 @dataclass
@@ -189,11 +193,17 @@ def run_pipeline(cfg: RunConfig, llm: Any = None, stages: Stages = Stages()) -> 
         stages = replace(stages, **ray_stage_functions(cfg.executor))
         pool: list[Any] = []
         try:
-            return _run(cfg, None, replace(stages, load_llm=lambda *a, **k: _keep(pool, stages.load_llm(*a, **k))))
+            return _run(cfg, None, replace(stages, load_llm=lambda *a, **k: _keep(pool, stages.load_llm(*a, **k)),
+                                           release_engines=False))
         finally:
             for p in pool:
                 p.shutdown()
     return _run(cfg, llm, stages)
+
+
+def _close(engine: Any) -> None:
+    if callable(close := getattr(engine, "close", None)):  # a test double may have none
+        close()
 
 
 def _keep(into: list[Any], obj: Any) -> Any:
@@ -337,6 +347,10 @@ def _infer_all(cfg: RunConfig, stages: Stages, staging: Staging, record: RunReco
 
 def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
     started = dt.datetime.now(dt.timezone.utc)
+    loaded: list[Any] = []  # the engines this run loaded (an engine passed in stays its caller's)
+    if stages.release_engines:
+        load = stages.load_llm
+        stages = replace(stages, load_llm=lambda *a, **k: _keep(loaded, load(*a, **k)))
     output_dir = cfg.output_dir.resolve()
     identity = run_identity(cfg, llm.tokenizer if llm is not None else None)
     run_fields = identity.row_fields()
@@ -413,6 +427,13 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
             manifest["engine_config"]["context_parallel"] = cp_llm[0].config_summary()
             manifest["engine_stats"]["context_parallel"] = {
                 **cp_llm[0].stats(), "requests": long_requests}
+        if loaded:  # closed before the publish, after the last reference: weights and KV pool go back to the system
+            for engine in loaded:
+                _close(engine)
+            llm = engine = None
+            loaded.clear()
+            cp_llm.clear()
+            free_engine_memory()
         published = stages.write(staging, manifest)
         uri = table_uri_of(output_dir, cfg.table_uri) if cfg.table_format == "delta" else None
         written = sync_delta(output_dir, uri, published, cfg.storage_options) if uri else []

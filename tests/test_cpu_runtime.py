@@ -79,3 +79,25 @@ def test_the_cli_entry_point_applies_the_openmp_default_before_torch_loads() -> 
     env = {k: v for k, v in __import__("os").environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip().splitlines()[-1].split()[0] == "20000"
+
+
+_FREED_CHILD = """
+import os
+from engine.cpu_runtime import keep_freed_memory, return_freed_memory
+from pipeline.ingest.worker import rss_bytes
+assert keep_freed_memory()
+blocks = [bytearray(b"x" * (1 << 20)) for _ in range(300)]  # heap chunks below the raised mmap threshold
+del blocks
+kept = rss_bytes(os.getpid())
+return_freed_memory()
+print(kept - rss_bytes(os.getpid()))
+"""
+
+
+@pytest.mark.skipif(not _glibc(), reason="malloc_trim is glibc-only")
+def test_freed_memory_kept_by_the_engine_allocator_setting_goes_back_when_asked() -> None:
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "LD_PRELOAD"}
+    out = subprocess.run([sys.executable, "-c", _FREED_CHILD], capture_output=True, text=True, env=env, check=True)
+    assert int(out.stdout) > 200 << 20  # of the 300 MiB freed but kept, most is handed back

@@ -3,19 +3,21 @@ and schema validity of every output row (fake engine for speed, the real engine 
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from pipeline.config import RunConfig
-from pipeline.run import run_pipeline
 from pipeline.output.sink import read_dataset
+from pipeline.run import Stages, run_pipeline, write_run
 from schemas import AccountWindowSummary, DocumentExtraction
 from tests.helpers.fake_llm import BAD_MARKER, FakeLLM
 from tests.helpers.pipeline_inputs import make_pdf, write_sample_inputs
@@ -289,3 +291,44 @@ def test_every_dataset_is_queryable_with_polars_and_duckdb(inputs: Path, fake_mo
         assert "run_date" in df.columns and df["row_id"].is_unique().all()
     wins = pl.scan_parquet(str(out / "account_windows" / "**" / "*.parquet"), hive_partitioning=True).collect()
     assert wins.schema["period_start"] == pl.Date and wins.schema["net"] == pl.Decimal(18, 2)
+
+
+class _ClosingLLM(FakeLLM):
+    """Records whether it was closed, and whether that happened before the run's publish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_engine_the_run_loaded_is_closed_and_dropped_before_publishing(inputs: Path, tiny_model: Path,
+                                                                          tmp_path: Path) -> None:
+    # the engine's CPU allocator keeps freed memory: a large log's publish must not run beside a resident engine
+    engines: list[weakref.ref] = []
+    seen_at_write: list[tuple[bool, bool]] = []
+
+    def load(*_a: object, **_k: object) -> _ClosingLLM:
+        llm = _ClosingLLM()
+        engines.append(weakref.ref(llm))
+        return llm
+
+    def write(staging, manifest):  # type: ignore[no-untyped-def]
+        gc.collect()
+        seen_at_write.extend((ref() is None, True) for ref in engines)
+        return write_run(staging, manifest)
+
+    # the tiny model's directory names the run (its tokenizer); the engine loaded is the stand-in
+    summary = run_pipeline(_cfg(inputs, tmp_path / "out", tiny_model), stages=Stages(load_llm=load, write=write))
+    assert summary.reconciliation["balanced"]
+    assert len(engines) == 1 and seen_at_write == [(True, True)]  # gone (closed, unreferenced) before the publish
+
+    passed = _ClosingLLM()  # an engine the caller passes in stays the caller's
+    run_pipeline(_cfg(inputs, tmp_path / "out2", tiny_model), llm=passed)
+    assert not passed.closed
+    kept = _ClosingLLM()  # and so does one a loader keeps for later runs
+    run_pipeline(_cfg(inputs, tmp_path / "out3", tiny_model),
+                 stages=Stages(load_llm=lambda *a, **k: kept, release_engines=False))
+    assert not kept.closed
