@@ -412,4 +412,7 @@ def test_grounded_means_taken_from_the_labelled_place_and_confident_means_no_cho
     assert all(sure[f] for f in ("doc_type", "reference", "date", "currency", "amount"))
     assert not sure["issuer"]  # never from the model path (measured: docs/eval/real-corpora.md)
     assert not field_confidence({**row, "amount": "124.61"}, text)["amount"]
-    assert not any(field_confidence(row, text, ocr=True).values())  # a scan always needs review
+    # read by OCR, only the type, the currency and the amount may be sure (calibrated on the receipt scans): a
+    # misread digit changes a date or a number, so a scanned row always needs review
+    scanned = field_confidence(row, text, ocr=True)
+    assert {f for f, sure in scanned.items() if sure} == {"doc_type", "currency", "amount"}
