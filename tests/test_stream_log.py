@@ -56,3 +56,45 @@ def test_layout_is_decided_on_the_head_and_applied_to_the_whole_file(tmp_path: P
     assert n == 5000 and not out.errors and out.details["streamed"]["head_bytes"] <= 4096
     rows = pq.read_table(tmp_path / "s.parquet")
     assert rows.column("source_row").to_pylist() == list(range(2, 5002))
+
+
+JSONL = ('{"date": "2024-03-01", "amount": {"value": -900.0, "currency": "EUR"}, "counterparty": "Vermieter"}\n'
+         '{"date": "2024-03-02", "amount": {"value": -45.1, "currency": "EUR"}, "counterparty": "REWE", '
+         '"tags": ["food", "card"]}\n'
+         '\n'  # a blank line: no record
+         '{"date": "2024-03-03", "amount": {"value": 2500, "currency": "EUR"}, "counterparty": "Arbeitgeber"}\r'
+         '{"date": "2024-03-04", "amount": {"value": "abc", "currency": "EUR"}, "counterparty": "kaputt"}\n'
+         '{"date": "2024-03-05", "amount": \n'  # a record cut short
+         '[1, 2, 3]\n'  # no object
+         '{"date": "2024-03-06", "amount": {"value": -3.2, "currency": "EUR"}, "counterparty": "B\u00e4cker \u2028 Ost"}\r\n'
+         '{"date": "2024-03-07", "amount": {"value": -12, "currency": "EUR"}, "counterparty": "Kino"}\n')
+
+
+@pytest.mark.parametrize("batch_rows", [1, 2, 1000])
+def test_json_lines_stream_to_the_rows_and_errors_of_the_whole_file_reader(tmp_path: Path, batch_rows: int) -> None:
+    path = tmp_path / "activity.jsonl"
+    data = JSONL.encode()
+    path.write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    whole = read_transactions(data, "activity.jsonl", sha)
+    streamed, n = stream_transactions(path, "activity.jsonl", sha, tmp_path / "spool.parquet", batch_rows=batch_rows)
+    spooled = pq.read_table(tmp_path / "spool.parquet")
+    assert spooled.drop_columns(["row_id"]).to_pylist() == rows_to_table(whole.rows).to_pylist()
+    assert n == len(whole.rows) == 5
+    assert [(e.source_row, e.error_class, e.message) for e in streamed.errors] == [
+        (e.source_row, e.error_class, e.message) for e in whole.errors]
+    assert [e.source_row for e in streamed.errors] == [5, 6, 7]
+    assert streamed.n_records == whole.n_records == 8
+
+
+def test_a_large_json_lines_log_is_read_in_batches(tmp_path: Path) -> None:
+    from pipeline.ingest import ingest
+    from pipeline.ingest.limits import IngestLimits
+
+    root = tmp_path / "in"
+    root.mkdir()
+    lines = [f'{{"booked": "2024-01-{d % 28 + 1:02d}", "amount": -{d}.5, "currency": "EUR", "payee": "p{d}"}}'
+             for d in range(3000)]
+    (root / "export.jsonl").write_text("\n".join(lines) + "\n")
+    result = ingest(root, limits=IngestLimits(stream_log_bytes=1024))
+    assert result.transactions.num_rows == 0 and [s.n_rows for s in result.spooled] == [3000]

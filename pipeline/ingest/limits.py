@@ -12,7 +12,7 @@ MIB = 1 << 20
 # measured with scripts/parser_peak.py on made-up logs of typical records (docs/bench/parser-memory.md) and
 # rounded up. A whole-read log whose estimate exceeds the worker's memory limit is refused before it is parsed
 # (FileTooLarge, naming both limits): the size limit follows from the memory limit instead of contradicting it.
-# Delimited logs over `stream_log_bytes` are read in batches and have no such bound. Files of unusually short
+# Delimited and JSON Lines logs over `stream_log_bytes` are read in batches and have no such bound. Files of unusually short
 # records can still exceed the estimate; the worker's own memory check (MemoryLimit) stays the backstop.
 WHOLE_READ_PEAK_PER_BYTE: dict[str, float] = {
     "delimited": 30.0, "json": 16.0, "jsonl": 18.0, "parquet": 110.0, "ofx": 85.0, "camt": 22.0,
@@ -36,8 +36,8 @@ class IngestLimits(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_file_bytes: int = Field(default=512 * MIB, ge=1, description="larger files are not read (FileTooLarge)")
-    stream_log_bytes: int = Field(default=16 * MIB, ge=1, description="delimited logs larger than this are read "
-                                  "in batches into a spool file (pipeline.ingest.stream_log)")
+    stream_log_bytes: int = Field(default=16 * MIB, ge=1, description="delimited and JSON Lines logs larger than "
+                                  "this are read in batches into a spool file (pipeline.ingest.stream_log)")
     max_log_bytes: int = Field(default=64 * 1024 * MIB, ge=1, description="the size limit of a log read in batches "
                                "(instead of max_file_bytes: its memory does not grow with it)")
     max_pages: int = Field(default=5000, ge=1, description="PDFs with more pages are not extracted (TooManyPages)")

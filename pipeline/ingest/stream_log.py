@@ -1,7 +1,8 @@
-"""Large delimited logs read in batches: the layout is decided on the file's head (encoding, delimiter, header,
-column roles, date format, decimal mark), then every record of the whole file is mapped with it, batch by batch,
-into a Parquet spool file. Memory stays that of one batch whatever the file's size; rows, row errors and their
-line numbers are those the whole-file reader gives (`read_transactions`)."""
+"""Large delimited and JSON Lines logs read in batches: the layout is decided on the file's head (encoding,
+delimiter, header or the records' field names, column roles, date format, decimal mark), then every record of the
+whole file is mapped with it, batch by batch, into a Parquet spool file. Memory stays that of one batch whatever
+the file's size; rows, row errors and their line numbers are those the whole-file reader gives
+(`read_transactions`)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,22 @@ import csv
 import io
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.errors import ErrorRecord
 from pipeline.ingest.profiles import BankProfile, profile_for
-from pipeline.ingest.tabular import NotATable, parse_delimited
+from pipeline.ingest.tabular import NotATable, RawTable, parse_delimited
+from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.transactions import (
     TransactionFile,
     bad_record_errors,
+    jsonl_record,
+    log_format,
     map_rows,
+    records_table,
     table_layout,
     transaction_row_id,
 )
@@ -44,12 +51,8 @@ class _CountedLines:
             yield line
 
 
-def stream_transactions(path: str | Path, source_file: str, sha: str, spool: str | Path,
-                        default_currency: str | None = None, profiles: tuple[BankProfile, ...] = (),
-                        head_bytes: int = HEAD_BYTES, batch_rows: int = BATCH_ROWS) -> tuple[TransactionFile, int]:
-    """(the file's row errors, details and record count, rows written to `spool`). The rows go to `spool`, a
-    Parquet file of `SPOOL_SCHEMA`, never to memory. Raises NotATable like
-    `read_transactions` when the head shows no table."""
+def _head(path: str | Path, head_bytes: int) -> bytes:
+    """The file's first `head_bytes`, cut after their last line break when the file goes on."""
     with open(path, "rb") as f:
         head = f.read(head_bytes)
         whole = not f.read(1)
@@ -58,26 +61,89 @@ def stream_transactions(path: str | Path, source_file: str, sha: str, spool: str
         if cut < 0:
             raise NotATable(f"no line break in the first {head_bytes:,} bytes: not a line-oriented export")
         head = head[: cut + 1]
+    return head
+
+
+# What a record source yields: a record's (first line, values in the head table's column order), or a row error.
+Record = tuple[int, list[Any]] | ErrorRecord
+
+
+def _delimited(path: str | Path, head: bytes, source_file: str, sha: str,
+               profiles: tuple[BankProfile, ...]) -> tuple[RawTable, Iterator[Record]]:
+    """The head as a table (delimiter, header, encoding), and every record of the file after the header."""
     table = parse_delimited(head, profile_for(source_file, profiles))
+    first_line = min([table.rows[0][0], *(line for line, _ in table.bad_records[:1])]) if table.rows else 1
+
+    def records() -> Iterator[Record]:
+        with open(path, "rb") as raw, io.TextIOWrapper(raw, encoding=table.encoding or "utf-8", errors="replace",
+                                                       newline="") as text:
+            lines = _CountedLines(text)
+            it = iter(lines)
+            for _ in range(first_line - 1):  # the preamble and the header
+                if next(it, None) is None:
+                    return
+            reader = csv.reader(it, delimiter=table.delimiter or ",")
+            while True:
+                start = lines.count + 1
+                try:
+                    rec = next(reader)
+                except StopIteration:
+                    return
+                except csv.Error as exc:
+                    yield from bad_record_errors(sha, source_file,
+                                                 [(start, f"malformed CSV record at line {start}: {exc}")])
+                    continue
+                if rec and any(c.strip() for c in rec):
+                    yield start, rec
+
+    return table, records()
+
+
+def _json_lines(path: str | Path, head: bytes, source_file: str, sha: str) -> tuple[RawTable, Iterator[Record]]:
+    """The head's records as a table (their field names decide the columns), and every line of the file as a
+    record in those columns or its row error. A field first seen after the head has no column, as a header row's
+    columns are those it names."""
+    head_records = []
+    for i, line in enumerate(physical_lines(head.decode("utf-8-sig", errors="replace")), start=1):
+        rec = jsonl_record(line, i, source_file, sha)
+        if isinstance(rec, dict):
+            head_records.append((i, rec))
+    table = records_table(head_records)
+
+    def records() -> Iterator[Record]:
+        with open(path, "rb") as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace",
+                                                       newline="") as text:
+            for i, line in enumerate(text, start=1):  # lines end at CR, LF or CRLF, as physical_lines splits them
+                rec = jsonl_record(line, i, source_file, sha)
+                if isinstance(rec, dict):
+                    yield i, [rec.get(k) for k in table.header]
+                elif rec is not None:
+                    yield rec
+
+    return table, records()
+
+
+def stream_transactions(path: str | Path, source_file: str, sha: str, spool: str | Path,
+                        default_currency: str | None = None, profiles: tuple[BankProfile, ...] = (),
+                        head_bytes: int = HEAD_BYTES, batch_rows: int = BATCH_ROWS) -> tuple[TransactionFile, int]:
+    """(the file's row errors, details and record count, rows written to `spool`) of a delimited or JSON Lines
+    log. The rows go to `spool`, a Parquet file of `SPOOL_SCHEMA`, never to memory. Raises NotATable like
+    `read_transactions` when the head shows no table."""
+    head = _head(path, head_bytes)
+    if log_format(source_file, head).name == "jsonl":
+        table, records = _json_lines(path, head, source_file, sha)
+    else:
+        table, records = _delimited(path, head, source_file, sha, profiles)
     if not table.rows:
         raise NotATable("no data rows")
     layout = table_layout(table, source_file, sha, default_currency)
-    first_line = min([table.rows[0][0], *(line for line, _ in table.bad_records[:1])])
     out = TransactionFile(details={**layout.details, "streamed": {"head_bytes": len(head), "batch_rows": batch_rows}})
     written = 0
-    with (open(path, "rb") as raw, io.TextIOWrapper(raw, encoding=table.encoding or "utf-8", errors="replace",
-                                                    newline="") as text,
-          pq.ParquetWriter(str(spool), SPOOL_SCHEMA) as writer):
-        lines = _CountedLines(text)
-        it = iter(lines)
-        for _ in range(first_line - 1):  # the preamble and the header
-            if next(it, None) is None:
-                break
-        reader = csv.reader(it, delimiter=table.delimiter or ",")
+    source_errors: list[ErrorRecord] = []
+    with pq.ParquetWriter(str(spool), SPOOL_SCHEMA) as writer:
         batch = TransactionFile()
-        chunk: list[tuple[int, list[str]]] = []
-        bad: list[tuple[int, str]] = []
-        records = 0
+        chunk: list[tuple[int, list[Any]]] = []
+        n_rows = 0
 
         def flush(final: bool) -> None:
             nonlocal batch, written
@@ -95,23 +161,17 @@ def stream_transactions(path: str | Path, source_file: str, sha: str, spool: str
                 out.details[k] = out.details.get(k, 0) + v
             batch = TransactionFile(rows=keep)
 
-        while True:
-            start = lines.count + 1
-            try:
-                rec = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                bad.append((start, f"malformed CSV record at line {start}: {exc}"))
+        for rec in records:
+            if isinstance(rec, ErrorRecord):
+                source_errors.append(rec)
                 continue
-            if rec and any(c.strip() for c in rec):
-                chunk.append((start, rec))
-                records += 1
-                if len(chunk) >= batch_rows:
-                    flush(final=False)
+            chunk.append(rec)
+            n_rows += 1
+            if len(chunk) >= batch_rows:
+                flush(final=False)
         flush(final=True)
-    out.errors = sorted(out.errors + bad_record_errors(sha, source_file, bad), key=lambda e: e.source_row or 0)
-    out.n_records = records + len(bad) - out.continuation_lines
+    out.errors = sorted(out.errors + source_errors, key=lambda e: e.source_row or 0)
+    out.n_records = n_rows + len(source_errors) - out.continuation_lines
     if out.continuation_lines:
         out.details["continuation_lines"] = out.continuation_lines
     return out, written

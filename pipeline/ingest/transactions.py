@@ -118,7 +118,8 @@ def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
 
 # ---------------------------------------------------------------- record-oriented inputs
 
-def _records_table(records: list[tuple[int, dict[str, Any]]]) -> RawTable:
+def records_table(records: list[tuple[int, dict[str, Any]]]) -> RawTable:
+    """Flattened records as a table: their names in first-seen order, each record's values by name."""
     keys: list[str] = []
     seen: set[str] = set()
     for _, rec in records:
@@ -195,7 +196,7 @@ def _json_document(doc: Any, source_file: str, sha: str) -> tuple[RawTable, list
     scored = []
     for pattern, items in sets.items():
         records = [(i, rec) for i, rec in enumerate(items, start=1) if isinstance(rec, dict)]
-        table = _records_table(records)
+        table = records_table(records)
         match = complete_roles(table.match, table.rows, len(table.header))
         scored.append(((match.score, len(records)), pattern, items, table))
     _, pattern, items, table = max(scored, key=lambda t: t[0])
@@ -221,21 +222,28 @@ def _json_records(data: bytes, source_file: str, sha: str, suffix: str) -> tuple
         return _json_document(doc, source_file, sha)
     # Records end at CR, LF or CRLF only (JSON forbids raw CR/LF inside strings; U+2028 and friends are legal there).
     for i, line in enumerate(physical_lines(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            errors.append(_row_error(sha, source_file, i, "BadJSON", f"line {i}: {exc.msg}"))
-            continue
-        except RecursionError:
-            errors.append(_row_error(sha, source_file, i, "BadJSON", f"line {i}: nested too deeply to decode"))
-            continue
-        if not isinstance(rec, dict):
-            errors.append(_row_error(sha, source_file, i, "BadRecord", f"line {i} is not a JSON object"))
-            continue
-        records.append((i, _flatten(rec)[0]))
-    return _records_table(records), errors
+        rec = jsonl_record(line, i, source_file, sha)
+        if isinstance(rec, ErrorRecord):
+            errors.append(rec)
+        elif rec is not None:
+            records.append((i, rec))
+    return records_table(records), errors
+
+
+def jsonl_record(line: str, i: int, source_file: str, sha: str) -> dict[str, Any] | ErrorRecord | None:
+    """Line `i` of a JSON Lines log: its record's fields under dotted names, the line's row error, or None for
+    a blank line."""
+    if not line.strip():
+        return None
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return _row_error(sha, source_file, i, "BadJSON", f"line {i}: {exc.msg}")
+    except RecursionError:
+        return _row_error(sha, source_file, i, "BadJSON", f"line {i}: nested too deeply to decode")
+    if not isinstance(rec, dict):
+        return _row_error(sha, source_file, i, "BadRecord", f"line {i} is not a JSON object")
+    return _flatten(rec)[0]
 
 
 def _parquet_records(data: bytes) -> RawTable:
@@ -624,10 +632,10 @@ def log_format(source_file: str, head: bytes) -> LogFormat:
 
 
 def is_streamable(source_file: str, head: bytes) -> bool:
-    """Whether a log is a delimited text export (not a bank format, Parquet or JSON): the kind read in batches
-    when it is large (`pipeline.ingest.stream_log`)."""
+    """Whether a log is a delimited text export or JSON Lines (not a bank format, Parquet or one JSON document):
+    the kinds read in batches when large (`pipeline.ingest.stream_log`)."""
     fmt = log_format(source_file, head)
-    return fmt.name == "delimited" and fmt.suffix in DELIMITED_SUFFIXES
+    return fmt.name == "jsonl" or (fmt.name == "delimited" and fmt.suffix in DELIMITED_SUFFIXES)
 
 
 def read_transactions(data: bytes, source_file: str, sha: str, default_currency: str | None = None,

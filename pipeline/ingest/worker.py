@@ -121,7 +121,7 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | 
 
 
 def _stream_log(task: FileTask, spool_dir: Path) -> ParsedLog:
-    """A large delimited log read in batches: its rows in `spool_dir/<sha>.parquet`, or its file error (with the
+    """A large delimited or JSON Lines log read in batches: its rows in `spool_dir/<sha>.parquet`, or its file error (with the
     layout question its head raises, for the model)."""
     # lazy: a worker process loads only the reader its task needs
     from pipeline.ingest.profiles import profile_for
