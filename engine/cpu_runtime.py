@@ -63,11 +63,12 @@ def keep_freed_memory() -> bool:
     return ok
 
 
-def return_freed_memory() -> bool:
-    """Collect unreachable objects, then hand the C heap's free memory back to the kernel (glibc malloc_trim):
-    for a process that drops its engine and goes on, since the engine's allocator setting keeps freed memory.
-    True when trimmed; a no-op where the C library is not glibc."""
-    gc.collect()
+def return_freed_memory(collect: bool = True) -> bool:
+    """Collect unreachable objects (`collect`: an engine's objects hold reference cycles), then hand the C heap's
+    free memory back to the kernel (glibc malloc_trim): for a process that drops its engine and goes on, since the
+    engine's allocator setting keeps freed memory. True when trimmed; a no-op where the C library is not glibc."""
+    if collect:
+        gc.collect()
     if not sys.platform.startswith("linux") or (path := ctypes.util.find_library("c")) is None:
         return False
     try:

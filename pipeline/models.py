@@ -7,7 +7,7 @@
     model_identity(path, quantization, kv_cache_dtype) -> str   part of every row_id
     model_template_sha(path) -> str|None  the chat template's hash (None: completion-style prompts)
     load_llm(path, **engine_kwargs)       a fresh engine; EngineCache keeps loaded ones for a caller that runs often
-    free_engine_memory()                  hands the memory of dropped engines back to the system
+    return_freed_memory()                 hands memory the process freed (an engine, a stage's tables) back
 
 The registry holds real models that install offline from a package registry. The installed package itself is
 the record of where the weights lie (resolved with importlib), so nothing can go stale when a venv is rebuilt.
@@ -137,10 +137,15 @@ def load_llm(model: str | Path, **engine_kwargs: Any) -> Any:
     return engine.LLM(str(Path(model).resolve()), **engine_kwargs)
 
 
-def free_engine_memory() -> bool:
-    """Hand the memory of engines this process has dropped back to the system (the engine's CPU allocator setting
-    keeps freed memory otherwise); call it after the last reference to an engine is gone."""
-    return bool(engine.return_freed_memory())
+def return_freed_memory(collect: bool = True) -> bool:
+    """Hand memory this process freed back to the system: Arrow's pool keeps freed buffers for reuse, and the
+    engine's CPU allocator setting keeps freed heap (engine.return_freed_memory). Call it after dropping an engine
+    (`collect`: its objects hold reference cycles), or a stage's large tables, before a stage that needs the room."""
+    # lazy: pyarrow is loaded by whoever freed Arrow memory; a process without it has none to return
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    return bool(engine.return_freed_memory(collect))
 
 
 class EngineCache:

@@ -54,7 +54,7 @@ from pipeline.ingest.discover import (
     annotate_file_errors,
     reread_with_profiles,
 )
-from pipeline.models import free_engine_memory, load_llm, model_identity
+from pipeline.models import load_llm, model_identity, return_freed_memory
 from pipeline.output.datasets import (
     DATASETS,
     KIND_DATASET,
@@ -369,6 +369,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
                 result = _map_layouts(cfg, llm, result)
         with _timed(timings, "plan"):
             todo = _plan(cfg, result, identity, output_dir)
+            return_freed_memory(collect=False)  # the window aggregation's buffers, before the engine needs the room
         if not todo.model:
             llm = None
         elif llm is None:
@@ -433,7 +434,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
             llm = engine = None
             loaded.clear()
             cp_llm.clear()
-            free_engine_memory()
+            return_freed_memory()
         published = stages.write(staging, manifest)
         uri = table_uri_of(output_dir, cfg.table_uri) if cfg.table_format == "delta" else None
         written = sync_delta(output_dir, uri, published, cfg.storage_options) if uri else []
