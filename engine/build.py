@@ -13,7 +13,7 @@ import torch
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.core import EngineCore
-from engine.cpu_runtime import keep_freed_memory
+from engine.cpu_runtime import keep_freed_memory, return_freed_memory
 from engine.devices import resolve_device, resolve_dtype
 from engine.distributed.block_manager import ShardedBlockManager
 from engine.kv_pool import (
@@ -119,6 +119,9 @@ def build_engine(config: EngineConfig) -> Engine:
             model_config=ckpt.config, tokenizer=ckpt.tokenizer, device=device, dtype=dtype, kernels=kernels,
             block_size=c.block_size, kv_tokens=runner.pool.num_blocks * c.block_size, max_model_len=c.max_model_len,
             max_num_batched_tokens=c.max_num_batched_tokens, num_parameters=num_weights(model)))
+    if tuned:  # loading's transients (a GGUF's dequantised copies, float weights replaced by int8, a merged
+        # adapter's deltas) were freed into a heap the tuned allocator no longer trims: hand them back once
+        return_freed_memory()
     return Engine(config=c, checkpoint=ckpt, device=device, dtype=dtype, kernels=kernels, model=model, runner=runner,
                   block_manager=bm, scheduler=scheduler, core=core,
                   adapter_sha256=lora.sha256 if lora is not None else None, cpu_allocator_tuned=tuned, ranks=ranks)
