@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.ingest.stream_log import spool_batches
 from pipeline.output.datasets import DATASETS, dataset_schema
 from pipeline.output.supersede import (
     Supersede,
@@ -246,7 +247,7 @@ class Staging:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.tmp")
         with pq.ParquetWriter(str(tmp), schema) as writer:
-            for batch in pq.ParquetFile(str(spool)).iter_batches(batch_size=65_536):
+            for batch in spool_batches(spool, 65_536):
                 n = batch.num_rows
                 cols = {**{name: batch.column(name) for name in batch.schema.names},
                         "file_sha256": pa.array([file_sha] * n, pa.string()),

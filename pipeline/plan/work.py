@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import schemas
 from pipeline import grounding
@@ -28,6 +27,7 @@ from pipeline.identity import RunIdentity, stable_id
 from pipeline.ingest import einvoice, filing_cover, pdf_text
 from pipeline.ingest.einvoice import read_einvoice
 from pipeline.ingest.filing_cover import read_cover
+from pipeline.ingest.stream_log import spool_batches
 from pipeline.ingest.transactions import transaction_row_id
 from pipeline.models import model_identity, model_template_sha
 from pipeline.plan import prompts
@@ -179,7 +179,7 @@ def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spoole
                                                                   df["source_row"].to_list())]
         yield df.with_columns(pl.Series("tx_id", ids, dtype=pl.String)).select(_FRAME_COLUMNS)
     for s in spooled:
-        for batch in pq.ParquetFile(s.path).iter_batches(batch_size=_SPOOL_BATCH_ROWS):
+        for batch in spool_batches(s.path, _SPOOL_BATCH_ROWS):
             yield pl.from_arrow(pa.Table.from_batches([batch])).rename({"row_id": "tx_id"}).select(_FRAME_COLUMNS)
     for df in earlier:
         yield df.select(_FRAME_COLUMNS)
