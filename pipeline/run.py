@@ -54,6 +54,7 @@ from pipeline.ingest.discover import (
     annotate_file_errors,
     reread_with_profiles,
 )
+from pipeline.ingest.stream_log import spool_batches
 from pipeline.models import load_llm, model_identity, return_freed_memory
 from pipeline.output.datasets import (
     DATASETS,
@@ -244,7 +245,8 @@ def _earlier_rows(result: IngestResult, output_dir: Path, read: Iterable[str], d
     """Published transactions of the accounts this run read, from files it did not read (with their row id as
     tx_id): a window covers every transaction of its account-month, whichever run read it."""
     accounts = [result.transactions.column("account")] if result.transactions.num_rows else []
-    accounts += [pq.read_table(s.path, columns=["account"]).column("account") for s in result.spooled]
+    accounts += [pa.chunked_array([pc.unique(b.column(0)) for b in spool_batches(s.path, 262_144, ["account"])],
+                                  pa.string()) for s in result.spooled]  # a log's distinct accounts, not its rows
     if not accounts:
         return
     unique = pc.unique(pa.chunked_array([c for a in accounts for c in a.chunks], pa.string()))

@@ -80,3 +80,33 @@ def test_reference_summary_rule():
     assert reference_summary(quiet).risk_level.value == "low"
     assert reference_summary(quiet).narrative.endswith("no flags.")
     assert reference_summary({**quiet, "foreign_count": 3}).risk_level.value == "medium"
+
+
+def test_a_window_fingerprint_is_its_set_of_rows_whatever_their_order_or_slices(tmp_path) -> None:
+    """A window's id carries the fingerprint of its rows: the same rows give the same window, read in any order,
+    whole or from a spool in slices of two rows; a row less gives another. (It used to sort every id of the run in
+    memory; now it is built slice by slice.)"""
+    import pyarrow.parquet as pq
+
+    from pipeline.identity import RunIdentity
+    from pipeline.ingest.stream_log import SPOOL_SCHEMA
+    from pipeline.ingest.transactions import transaction_row_id
+    from pipeline.plan.work import window_units
+
+    identity, sha = RunIdentity("m@1", "p1", "s1"), {"t.csv": "a" * 64}
+    table = _table(ROWS)
+
+    def prints(units) -> dict[str, tuple[str, str]]:
+        return {str(u.facts["period_start"]): (u.context["tx_fingerprint"], u.row_id) for u in units}
+
+    whole = prints(window_units(table, sha, identity))
+    assert len(whole) == 2 and prints(window_units(table.take(list(range(len(ROWS)))[::-1]), sha, identity)) == whole
+    spool = tmp_path / "spool.parquet"
+    ids = pa.array([transaction_row_id(sha["t.csv"], r) for r in table.column("source_row").to_pylist()], pa.string())
+    with pq.ParquetWriter(str(spool), SPOOL_SCHEMA) as w:
+        for start in range(0, len(ROWS), 2):
+            w.write_table(table.add_column(0, SPOOL_SCHEMA.field("row_id"), ids).slice(start, 2))
+    spooled = type("Spooled", (), {"path": str(spool)})()
+    assert prints(window_units(TRANSACTION_ARROW_SCHEMA.empty_table(), sha, identity, spooled=[spooled])) == whole
+    fewer = prints(window_units(table.slice(1), sha, identity))
+    assert fewer["2024-03-01"] != whole["2024-03-01"] and fewer["2024-04-01"] == whole["2024-04-01"]

@@ -185,17 +185,23 @@ def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spoole
         yield df.select(_FRAME_COLUMNS)
 
 
+# a row id is 32 hex digits (pipeline.identity.stable_id), summed as four 32-bit words
+_ID_WORDS = [pl.col("tx_id").str.slice(8 * k, 8).str.to_integer(base=16).cast(pl.UInt64).sum().alias(f"w{k}")
+             for k in range(4)]
+
+
 @dataclass
 class _Member:
-    """What a window holds, gathered slice by slice: its files, its row count and its rows' ids (Arrow)."""
+    """What a window holds, gathered slice by slice: its files, its row count and the sums of its row ids' words,
+    an order-free fingerprint of the set that keeps nothing per row (sorting the ids held every id of a log in
+    memory at once)."""
 
     source_files: set[str] = field(default_factory=set)
     n_rows: int = 0
-    ids: list[pl.Series] = field(default_factory=list)
+    words: list[int] = field(default_factory=lambda: [0] * len(_ID_WORDS))
 
     def fingerprint(self) -> str:
-        ids = pl.concat(self.ids).sort() if len(self.ids) > 1 else self.ids[0].sort()
-        return stable_id("txset", ",".join(ids.to_list()))
+        return stable_id("txset-sum", self.n_rows, *(w % 2**64 for w in self.words))
 
 
 def window_units(transactions: pa.Table, file_sha: dict[str, str], identity: RunIdentity,
@@ -208,13 +214,13 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], identity: Run
     partials, members = [], {}
     for df in transaction_batches(transactions, file_sha, spooled, earlier):
         partials.append(window_partials(df))
-        keyed = df.select("account", "source_file", "tx_id",
-                          pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start"))
-        for (account, period), part in keyed.partition_by("account", "period_start", as_dict=True).items():
-            m = members.setdefault((account, period), _Member())
-            m.source_files.update(part["source_file"].unique().to_list())
-            m.n_rows += part.height
-            m.ids.append(part["tx_id"])
+        period = pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start")
+        slices = df.group_by("account", period).agg(pl.len().alias("n"), pl.col("source_file").unique(), *_ID_WORDS)
+        for row in slices.iter_rows(named=True):
+            m = members.setdefault((row["account"], row["period_start"]), _Member())
+            m.source_files.update(row["source_file"])
+            m.n_rows += row["n"]
+            m.words = [w + row[f"w{k}"] for k, w in enumerate(m.words)]
     units = []
     for facts in window_facts_from_partials(pl.concat(partials)):
         key = (facts["account"], str(facts["period_start"]))
