@@ -110,3 +110,18 @@ def test_a_window_fingerprint_is_its_set_of_rows_whatever_their_order_or_slices(
     assert prints(window_units(TRANSACTION_ARROW_SCHEMA.empty_table(), sha, identity, spooled=[spooled])) == whole
     fewer = prints(window_units(table.slice(1), sha, identity))
     assert fewer["2024-03-01"] != whole["2024-03-01"] and fewer["2024-04-01"] == whole["2024-04-01"]
+
+
+def test_partials_merged_along_the_way_give_the_facts_of_the_whole() -> None:
+    """A long log's slices are aggregated into partials that are merged every few slices (so they stay one row
+    per key); merged, partly merged or not, the facts are those of the whole table."""
+    import polars as pl
+
+    from pipeline.plan.windows import merge_partials, window_facts_from_partials, window_partials
+
+    table = _table(ROWS)
+    slices = [window_partials(table.slice(i, 2)) for i in range(0, table.num_rows, 2)]
+    whole = window_facts(table)
+    assert window_facts_from_partials(merge_partials(slices)) == whole
+    assert window_facts_from_partials(pl.concat([merge_partials(slices[:2]), *slices[2:]])) == whole
+    assert merge_partials(slices).height < sum(s.height for s in slices)

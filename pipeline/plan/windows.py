@@ -43,7 +43,7 @@ def window_partials(transactions: pa.Table | pl.DataFrame) -> pl.DataFrame:
     df = transactions if isinstance(transactions, pl.DataFrame) else pl.from_arrow(transactions)
     amt = pl.col("amount").cast(pl.Float64)
     cash = pl.col("description").fill_null("").str.contains(CASH_PATTERN)
-    return (
+    return _owned(
         df.with_columns(pl.col("timestamp").dt.truncate("1mo").dt.date().alias("period_start"))
         .group_by(_PARTIAL_KEYS)
         .agg(
@@ -56,6 +56,20 @@ def window_partials(transactions: pa.Table | pl.DataFrame) -> pl.DataFrame:
             .sum().alias("structuring"),
         )
     )
+
+
+def merge_partials(partials: list[pl.DataFrame]) -> pl.DataFrame:
+    """Partials of several slices as one (they add up): a long log keeps one partial row per key, not one per key
+    and slice."""
+    merged = pl.concat(partials).group_by(_PARTIAL_KEYS).agg(pl.exclude(_PARTIAL_KEYS).sum())
+    return _owned(merged.select(partials[0].columns).cast(dict(partials[0].schema)))
+
+
+def _owned(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` in buffers of its own. A polars group-by's string keys are views into its input's buffers, so a small
+    partial kept a whole slice's strings alive (a 3 GB log's partials held ~2 GB); a copy through Arrow's
+    plain string layout breaks the link."""
+    return pl.from_arrow(df.to_arrow(compat_level=pl.CompatLevel.oldest()))  # type: ignore[return-value]
 
 
 def window_facts_from_partials(partials: pl.DataFrame) -> list[dict[str, object]]:

@@ -33,7 +33,11 @@ from pipeline.models import model_identity, model_template_sha
 from pipeline.plan import prompts
 from pipeline.plan.prompts import chat_template_sha, encode_prompt
 from pipeline.plan.sections import Section
-from pipeline.plan.windows import window_facts_from_partials, window_partials
+from pipeline.plan.windows import (
+    merge_partials,
+    window_facts_from_partials,
+    window_partials,
+)
 
 Kind = Literal["document", "window", "filing", "section"]
 DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "ocred_pages", "ocr_engine", "encrypted",
@@ -166,6 +170,7 @@ def document_units(documents: pa.Table, identity: RunIdentity, extraction: str =
 _FRAME_COLUMNS = ("tx_id", "account", "timestamp", "amount", "currency", "counterparty", "description",
                   "source_file", "source_row")
 _SPOOL_BATCH_ROWS = 262_144
+_MERGE_PARTIALS = 32  # slices' partials kept before they are merged into one
 
 
 def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spooled: Sequence[Any] = (),
@@ -214,6 +219,8 @@ def window_units(transactions: pa.Table, file_sha: dict[str, str], identity: Run
     partials, members = [], {}
     for df in transaction_batches(transactions, file_sha, spooled, earlier):
         partials.append(window_partials(df))
+        if len(partials) >= _MERGE_PARTIALS:
+            partials = [merge_partials(partials)]
         period = pl.col("timestamp").dt.truncate("1mo").dt.date().cast(pl.String).alias("period_start")
         slices = df.group_by("account", period).agg(pl.len().alias("n"), pl.col("source_file").unique(), *_ID_WORDS)
         for row in slices.iter_rows(named=True):
