@@ -54,7 +54,6 @@ from pipeline.ingest.discover import (
     annotate_file_errors,
     reread_with_profiles,
 )
-from pipeline.ingest.stream_log import spool_batches
 from pipeline.models import load_llm, model_identity, return_freed_memory
 from pipeline.output.datasets import (
     DATASETS,
@@ -88,6 +87,7 @@ from pipeline.plan.bucketing import Bucket, PreparedRequests, prepare_requests
 from pipeline.plan.routing import route_long
 from pipeline.plan.windows import out_of_range
 from pipeline.plan.work import WorkUnit, document_units, run_identity, window_units
+from pipeline.row_groups import row_group_batches
 
 __all__ = ["BucketResult", "RunSummary", "Stages", "infer", "ingest", "load_llm", "model_identity", "plan_units",
            "prepare_requests", "run_pipeline", "write_run"]
@@ -245,8 +245,9 @@ def _earlier_rows(result: IngestResult, output_dir: Path, read: Iterable[str], d
     """Published transactions of the accounts this run read, from files it did not read (with their row id as
     tx_id): a window covers every transaction of its account-month, whichever run read it."""
     accounts = [result.transactions.column("account")] if result.transactions.num_rows else []
-    accounts += [pa.chunked_array([pc.unique(b.column(0)) for b in spool_batches(s.path, 262_144, ["account"])],
-                                  pa.string()) for s in result.spooled]  # a log's distinct accounts, not its rows
+    for s in result.spooled:  # a log's distinct accounts, gathered slice by slice, not its rows
+        slices = row_group_batches(s.path, 262_144, ["account"])
+        accounts.append(pa.chunked_array([pc.unique(b.column(0)) for b in slices], pa.string()))
     if not accounts:
         return
     unique = pc.unique(pa.chunked_array([c for a in accounts for c in a.chunks], pa.string()))

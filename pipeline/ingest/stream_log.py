@@ -38,15 +38,6 @@ BATCH_ROWS = 50_000
 SPOOL_SCHEMA = pa.schema([pa.field("row_id", pa.string(), nullable=False), *TRANSACTION_ARROW_SCHEMA])
 
 
-def spool_batches(spool: str | Path, batch_rows: int, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
-    """A spool file's rows (`columns` of them) in batches of at most `batch_rows`, read one row group at a time. pyarrow's
-    whole-file `iter_batches` keeps memory in its pool for every row group it has passed, so its peak grows with
-    the file (docs/eval/bank-exports.md); one row group's reader holds only that group."""
-    f = pq.ParquetFile(str(spool))
-    for i in range(f.num_row_groups):
-        yield from f.iter_batches(batch_size=batch_rows, row_groups=[i], columns=columns)
-
-
 class _CountedLines:
     """The text's physical lines (ending at LF, CRLF or CR, as the whole-file reader splits them), counted."""
 

@@ -32,7 +32,6 @@ import ctypes
 import errno
 import fcntl
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -41,11 +40,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.ingest.stream_log import spool_batches
+from pipeline.identity import stable_id
 from pipeline.output.datasets import DATASETS, dataset_schema
 from pipeline.output.supersede import (
     Supersede,
@@ -53,6 +53,7 @@ from pipeline.output.supersede import (
     dictionary_columns,
     retire_rule,
 )
+from pipeline.row_groups import row_group_batches
 
 STAGING = "_staging"
 MANIFESTS = "manifests"
@@ -247,7 +248,7 @@ class Staging:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.tmp")
         with pq.ParquetWriter(str(tmp), schema) as writer:
-            for batch in spool_batches(spool, 65_536):
+            for batch in row_group_batches(spool, 65_536):
                 n = batch.num_rows
                 cols = {**{name: batch.column(name) for name in batch.schema.names},
                         "file_sha256": pa.array([file_sha] * n, pa.string()),
@@ -273,14 +274,15 @@ class Staging:
         plan: dict[str, list[list[str]]] = {}
         ids_path = self.root / "row_ids.parquet"
         tmp = ids_path.with_name(f".{ids_path.name}.tmp")
-        # one part's ids at a time (a large log's part holds millions): named, then appended to the id file
+        # one row group of a part's ids at a time (a large log's part holds millions): named and appended
         with pq.ParquetWriter(str(tmp), pa.schema([pa.field("row_id", pa.string())])) as ids_out:
             for ds, parts in self.staged().items():
                 for p in parts:
-                    row_ids = pq.read_table(p, columns=["row_id"]).column("row_id")
-                    name = _part_name(ds, self.run_key, row_ids)
-                    ids_out.write_table(pa.table({"row_id": row_ids}))
-                    del row_ids
+                    digest = _IdDigest(ds, self.run_key)
+                    for batch in row_group_batches(p, _ID_SLICE, ["row_id"]):
+                        digest.update(batch.column(0))
+                        ids_out.write_table(pa.table({"row_id": batch.column(0)}))
+                    name = digest.part_name()
                     dest = self.output_dir / ds / f"run_date={self.run_date}" / name
                     plan.setdefault(ds, []).append([str(p.relative_to(self.root)),
                                                     str(dest.relative_to(self.output_dir))])
@@ -341,26 +343,41 @@ def _exchange(a: Path, b: Path) -> bool:
 def _part_name(ds: str, origin: str, row_ids: pa.Array | pa.ChunkedArray) -> str:
     """A part's file name: unique to its rows and where they come from (the run that wrote them, or the part
     they were rewritten from). A name never reappears with other contents, so a reader that listed one
-    version of a partition and opens a file after the swap either finds the same bytes or no file. The same
-    digest as `stable_id(ds, origin, *sorted(row_ids))`, taken slice by slice: a large log's ids are never a
-    Python list."""
-    h = hashlib.sha256()
-    for p in (ds, origin):
-        h.update(str(p).encode("utf-8") + b"\x1f")
-    ordered = pc.take(row_ids, pc.sort_indices(row_ids))
-    for start in range(0, len(ordered), _ID_SLICE):
-        for rid in ordered.slice(start, _ID_SLICE).to_pylist():
-            h.update(rid.encode("utf-8") + b"\x1f")
-    return f"part-{h.hexdigest()[:20]}.parquet"
+    version of a partition and opens a file after the swap either finds the same bytes or no file."""
+    digest = _IdDigest(ds, origin)
+    for chunk in row_ids.chunks if isinstance(row_ids, pa.ChunkedArray) else [row_ids]:
+        digest.update(chunk)
+    return digest.part_name()
+
+
+class _IdDigest:
+    """An order-free digest of a set of row ids, taken slice by slice: the count and two sums (mod 2**64) of
+    seeded 64-bit hashes of the ids (polars). Sorting the ids held a large log's millions at once."""
+
+    def __init__(self, ds: str, origin: str) -> None:
+        self.parts, self.n, self.sums = (ds, origin), 0, [0, 0]
+
+    def update(self, ids: pa.Array) -> None:
+        series = pl.Series(ids)
+        self.n += len(series)
+        for k, seed in enumerate((0x5EED, 0xF00D)):
+            h = series.hash(seed=seed).to_frame("h")  # halves summed apart: no sum can overflow
+            hi, lo = h.select((pl.col("h") // 2**32).sum(), (pl.col("h") % 2**32).sum().alias("lo")).row(0)
+            total = (int(hi or 0) << 32) + int(lo or 0)
+            self.sums[k] = (self.sums[k] + total) % 2**64
+
+    def part_name(self) -> str:
+        return f"part-{stable_id(*self.parts, self.n, *self.sums)[:20]}.parquet"
 
 
 _ID_SLICE = 100_000
 
 
-def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: pa.Array,
-                     retire: Callable[[pa.Table], pa.Array] | None = None) -> bool:
-    """The partition's next version in `build`: live parts without rows this run replaces (same row id) or retires
-    (`retire`: pipeline.output.supersede), plus the new parts. Unchanged parts are hard links, rewritten ones get
+def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Path, str]],
+                     new_ids: Callable[[], pa.Array], retire: Callable[[pa.Table], pa.Array] | None = None) -> bool:
+    """The partition's next version in `build`: live parts without rows this run replaces (same row id among
+    `new_ids()`, read only where a live part has to be checked) or retires (`retire`: pipeline.output.supersede),
+    plus the new parts. Unchanged parts are hard links, rewritten ones get
     content-addressed names. False if nothing would change."""
     live_parts = sorted(p for p in live.glob("*.parquet") if not p.name.startswith((".", "_"))) if live.is_dir() else []
     staged: list[tuple[Path, pa.Table | None]] = []
@@ -368,7 +385,7 @@ def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Pat
     for part in live_parts:
         cols = (pq.read_table(part, columns=columns_for(ds), read_dictionary=dictionary_columns(ds))
                 if retire is not None else pq.read_table(part, columns=["row_id"]))
-        replaced = pc.is_in(cols.column("row_id"), value_set=new_ids)
+        replaced = pc.is_in(cols.column("row_id"), value_set=new_ids())
         if retire is not None:
             replaced = pc.or_(replaced, retire(cols))
         if not pc.any(replaced).as_py():
@@ -408,8 +425,8 @@ def _swap_in(live: Path, build: Path, spare: Path) -> None:
     _fsync_dir(live.parent)
 
 
-def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Path, str]], new_ids: pa.Array,
-                       retire: Callable[[pa.Table], pa.Array] | None = None) -> None:
+def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Path, str]],
+                       new_ids: Callable[[], pa.Array], retire: Callable[[pa.Table], pa.Array] | None = None) -> None:
     """Publish one dataset partition's next version atomically. Idempotent: the built version's inode, recorded
     before the swap, tells a roll-forward whether the swap already happened."""
     build, spare, record = work / "next", work / "previous", work / "inode"
@@ -446,7 +463,9 @@ def publish_committed(staging_root: Path, output_dir: Path) -> dict[str, Any]:
     partition. Idempotent: safe to repeat after a crash at any point."""
     commit = json.loads((staging_root / COMMIT).read_text())
     run_date = commit["run_date"]
-    new_ids = pq.read_table(staging_root / "row_ids.parquet").column("row_id").combine_chunks()
+    # this run's row ids, read once and only if a live partition has parts to check (a first run into an empty
+    # output never holds a large log's millions of ids)
+    new_ids = functools.cache(lambda: pq.read_table(staging_root / "row_ids.parquet").column("row_id").combine_chunks())
     supersede = Supersede.read(staging_root)
     for ds in DATASETS:
         target = output_dir / ds / f"run_date={run_date}"

@@ -27,7 +27,6 @@ from pipeline.identity import RunIdentity, stable_id
 from pipeline.ingest import einvoice, filing_cover, pdf_text
 from pipeline.ingest.einvoice import read_einvoice
 from pipeline.ingest.filing_cover import read_cover
-from pipeline.ingest.stream_log import spool_batches
 from pipeline.ingest.transactions import transaction_row_id
 from pipeline.models import model_identity, model_template_sha
 from pipeline.plan import prompts
@@ -38,6 +37,7 @@ from pipeline.plan.windows import (
     window_facts_from_partials,
     window_partials,
 )
+from pipeline.row_groups import row_group_batches
 
 Kind = Literal["document", "window", "filing", "section"]
 DOCUMENT_CONTEXT_FIELDS = ("doc_id", "page_count", "needs_ocr", "ocr_pages", "ocred_pages", "ocr_engine", "encrypted",
@@ -184,7 +184,7 @@ def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spoole
                                                                   df["source_row"].to_list())]
         yield df.with_columns(pl.Series("tx_id", ids, dtype=pl.String)).select(_FRAME_COLUMNS)
     for s in spooled:
-        for batch in spool_batches(s.path, _SPOOL_BATCH_ROWS):
+        for batch in row_group_batches(s.path, _SPOOL_BATCH_ROWS):
             yield pl.from_arrow(pa.Table.from_batches([batch])).rename({"row_id": "tx_id"}).select(_FRAME_COLUMNS)
     for df in earlier:
         yield df.select(_FRAME_COLUMNS)
