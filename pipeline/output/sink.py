@@ -352,7 +352,9 @@ def _part_name(ds: str, origin: str, row_ids: pa.Array | pa.ChunkedArray) -> str
 
 class _IdDigest:
     """An order-free digest of a set of row ids, taken slice by slice: the count and two sums (mod 2**64) of
-    seeded 64-bit hashes of the ids (polars). Sorting the ids held a large log's millions at once."""
+    seeded 64-bit hashes of the ids (polars). Sorting the ids held a large log's millions at once. A name only has
+    to be unique, so polars' hash (stable within a version) does; a window's fingerprint is row identity and must
+    outlive versions, so it sums the ids' own hex words instead (pipeline.plan.work._Member)."""
 
     def __init__(self, ds: str, origin: str) -> None:
         self.parts, self.n, self.sums = (ds, origin), 0, [0, 0]
