@@ -105,7 +105,7 @@ import sys
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq
 from pipeline.ingest.stream_log import SPOOL_SCHEMA
-from pipeline.output.sink import Staging, publish_committed
+from pipeline.output.sink import Staging, any_published, published_transactions_of, publish_committed, unpublished
 from pipeline.plan.work import transaction_batches
 
 groups, rows, root = int(sys.argv[1]), 20_000, Path(sys.argv[2])
@@ -127,7 +127,13 @@ n = sum(df.height for df in transaction_batches(pa.table({}), {}, [type("S", (),
 assert n == groups * rows, n
 staging.commit({})
 publish_committed(staging.root, root / f"out{groups}")
-assert pq.ParquetFile(next((root / f"out{groups}" / "transactions").rglob("*.parquet"))).metadata.num_rows == n
+out = root / f"out{groups}"
+assert pq.ParquetFile(next((out / "transactions").rglob("*.parquet"))).metadata.num_rows == n
+# a later run's checks against the published log: its first id, its rows of some accounts
+assert any_published(out, "transactions", [f"{n - 1:064x}"]) and not any_published(out, "transactions", ["x"])
+assert unpublished(out, "transactions", pa.table({"row_id": [f"{n - 1:064x}", "x"]})).num_rows == 1
+some = pa.array([f"DE{0:020d}"])
+assert sum(t.num_rows for t in published_transactions_of(out, some, pa.array(["other.csv"]), set())) == n // 50
 print(pool.max_memory() - base)
 """
 
@@ -135,8 +141,9 @@ print(pool.max_memory() - base)
 def test_a_spool_is_read_with_the_same_memory_whatever_its_length(tmp_path: Path) -> None:
     """Staging a large log's spool, planning over it and publishing it read it batch by batch: pyarrow's
     whole-file batch reader kept pool memory for every row group it had passed (3.4 MB more per 65k-row group on
-    a 4.2 M-row log: 253 MB), and the commit and publish read all the run's row ids at once, so memory grew with
-    the file. Arrow's pool peak over 4 row groups and over 24 must match."""
+    a 4.2 M-row log: 253 MB), the commit and publish read all the run's row ids at once, and a later run's checks
+    read the published log's ids or rows whole, so memory grew with the file. Arrow's pool peak over 4 row groups
+    and over 24 must match."""
     import subprocess
     import sys
 

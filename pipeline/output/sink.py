@@ -160,11 +160,12 @@ def published_parts(output_dir: Path, dataset: str) -> list[Path]:
 
 
 def any_published(output_dir: Path, dataset: str, row_ids: list[str]) -> bool:
-    """Whether any of these row_ids is published in the dataset (read column by column, part by part: the
+    """Whether any of these row_ids is published in the dataset (read one row group of ids at a time: the
     dataset's ids are never held in memory)."""
     wanted = pa.array(row_ids, pa.string())
-    return any(pc.any(pc.is_in(pq.read_table(part, columns=["row_id"]).column("row_id"), value_set=wanted)).as_py()
-               for part in published_parts(output_dir, dataset))
+    return any(pc.any(pc.is_in(batch.column(0), value_set=wanted)).as_py()
+               for part in published_parts(output_dir, dataset)
+               for batch in row_group_batches(part, _ID_SLICE, ["row_id"]))
 
 
 def unpublished(output_dir: Path, dataset: str, table: pa.Table) -> pa.Table:
@@ -173,8 +174,8 @@ def unpublished(output_dir: Path, dataset: str, table: pa.Table) -> pa.Table:
     for part in published_parts(output_dir, dataset):
         if not table.num_rows:
             break
-        ids = pq.read_table(part, columns=["row_id"]).column("row_id")
-        keep = pc.and_(keep, pc.invert(pc.is_in(table.column("row_id"), value_set=ids)))
+        for batch in row_group_batches(part, _ID_SLICE, ["row_id"]):  # a large log's part: one row group at a time
+            keep = pc.and_(keep, pc.invert(pc.is_in(table.column("row_id"), value_set=batch.column(0))))
     return table.filter(keep)
 
 
@@ -182,14 +183,18 @@ def published_transactions_of(output_dir: Path, accounts: pa.Array, not_from: pa
                               ) -> Iterator[pa.Table]:
     """Published transactions of these accounts, part by part, except those of the files `not_from` in the run
     dates `dates` (the rows of an account's windows that this run did not read itself)."""
+    if not len(accounts):
+        return
     for part in published_parts(output_dir, "transactions"):
-        t = pq.read_table(part, filters=[("account", "in", accounts.to_pylist())]) if len(accounts) else None
-        if t is None or not t.num_rows:
-            continue
-        if part.parent.name.split("=", 1)[1] in dates:
-            t = t.filter(pc.invert(pc.is_in(t.column("source_file"), value_set=not_from)))
-        if t.num_rows:
-            yield t
+        same_dates = part.parent.name.split("=", 1)[1] in dates
+        for batch in row_group_batches(part, _ID_SLICE):  # a large log's part: one row group at a time
+            t = pa.Table.from_batches([batch])
+            keep = pc.is_in(t.column("account"), value_set=accounts)
+            if same_dates:
+                keep = pc.and_(keep, pc.invert(pc.is_in(t.column("source_file"), value_set=not_from)))
+            t = t.filter(keep)
+            if t.num_rows:
+                yield t
 
 
 def published_ids(output_dir: Path, datasets: tuple[str, ...]) -> set[str]:
