@@ -31,9 +31,16 @@ _WORKLOAD_FLAGS = {  # CLI dest -> WorkloadSpec field
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workload", choices=("standard", "extraction"), default="standard",
-                   help="standard (GUIDE §3, every system and rung) or extraction: the eval set's grounded "
-                        "extraction requests on a real model, without and with speculative decoding")
+    p.add_argument("--workload", choices=("standard", "extraction", "real"), default="standard",
+                   help="standard (GUIDE §3, every system and rung), extraction: the eval set's grounded "
+                        "extraction requests on a real model, without and with speculative decoding, or real: "
+                        "`pipeline run` end to end on folders of documents (documents/hour, fields right, time split)")
+    r = p.add_argument_group("real workload")
+    r.add_argument("--input", action="append", type=Path, default=None, metavar="DIR",
+                   help="a folder of documents, gold JSON beside a PDF scored (repeatable; default data/samples)")
+    r.add_argument("--run-config", action="append", default=None, metavar="LABEL=ARGS",
+                   help="a configuration: a label and the `pipeline run` arguments it adds (repeatable; default "
+                        "one run with the defaults); the first is the baseline of the ratios")
     x = p.add_argument_group("extraction workload")
     x.add_argument("--speculative", action="append", default=None, metavar="ngram|draft_model:PATH|JSON",
                    help="speculative configurations to compare with the engine default (repeatable; default ngram)")
@@ -57,7 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="reuse the HF rows of an earlier results.json of the same workload instead of re-running them")
     p.add_argument("--system-timeout", type=float, default=None, metavar="SECONDS",
                    help="stop any system still running after this long; ratios against it become lower bounds")
-    p.add_argument("--dtype", choices=("bfloat16", "float32", "float16"), default="bfloat16")
+    p.add_argument("--dtype", choices=("auto", "bfloat16", "float32", "float16"), default="auto",
+                   help="auto (default): as the engine, bfloat16 on CUDA and on CPUs with bf16 instructions, float32 "
+                        "on the others (a bf16 GEMM without them runs at a few GFLOP/s)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores this process may use)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false", help="measure cold starts too")
@@ -100,7 +109,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                                                      "block_size")), speculative_base=args.speculative_on)
     llamacpp = LlamaCppOptions(bin_dir=args.llamacpp_bin, ggufs=tuple(args.llamacpp_gguf or ()),
                                parallel=tuple(int(x) for x in args.llamacpp_parallel.split(",") if x.strip()))
-    standard = (not args.quick and not overrides and model == "smollm2-135m" and args.dtype == "bfloat16"
+    # The standard workload is defined in bfloat16 and float32: which one a machine runs is the dtype rule's choice.
+    standard = (not args.quick and not overrides and model == "smollm2-135m" and args.dtype != "float16"
                 and hf == HFOptions() and engine == EngineOptions())
     return BenchConfig(
         model=model, dtype=args.dtype, device=args.device, threads=args.threads, workload=workload, engine=engine,
@@ -126,6 +136,8 @@ def run_command(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if args.workload == "extraction":
         return _run_extraction(args, console)
+    if args.workload == "real":
+        return _run_real(args, console)
     try:
         cfg = config_from_args(args)
     except ValueError as e:
@@ -161,6 +173,28 @@ def _run_extraction(args: argparse.Namespace, console: Console) -> int:
     render_extraction(results, Console(width=None if sys.stdout.isatty() else 220))
     console.print(f"wrote {args.out / 'extraction.json'}")
     return 0
+
+
+def _run_real(args: argparse.Namespace, console: Console) -> int:
+    # lazy: the bench's modules load when it runs: `pipeline --help` stays fast
+    from bench.real import render_real, run_real_bench
+
+    configs: dict[str, list[str]] = {}
+    for spec in args.run_config or ["default="]:
+        label, sep, rest = spec.partition("=")
+        if not sep or not label.strip():
+            console.print(f"[red]bad arguments:[/red] --run-config {spec!r} is not LABEL=ARGS")
+            return 2
+        configs[label.strip()] = shlex.split(rest)
+    try:
+        results = run_real_bench(args.input or [Path("data/samples")], args.out, configs, repeat=args.repeat,
+                                 timeout_s=args.system_timeout)
+    except (FileNotFoundError, FileExistsError) as e:
+        console.print(f"[red]cannot run the real workload:[/red] {e}")
+        return 2
+    render_real(results, Console(width=None if sys.stdout.isatty() else 220))
+    console.print(f"wrote {args.out / 'real.json'}")
+    return 0 if all(r["exit_status"] == 0 for r in results["runs"]) else 1
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:

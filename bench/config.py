@@ -12,6 +12,18 @@ from engine import EngineSettings
 Dtype = Literal["bfloat16", "float32", "float16"]
 
 
+def default_dtype(device: str = "auto") -> Dtype:
+    """The engine's `auto` rule for a benchmark without a checkpoint's own dtype: bfloat16 on CUDA and on CPUs with
+    bf16 instructions, float32 on the others, where a bf16 GEMM is two orders of magnitude slower and the standard
+    workload would run for hours."""
+    # lazy: engine.devices imports torch, which the CLI's argument parsing does not need
+    from engine.devices import cpu_has_fast_bf16, resolve_device
+
+    if resolve_device(device).type == "cuda" or cpu_has_fast_bf16():
+        return "bfloat16"
+    return "float32"
+
+
 class WorkloadSpec(BaseModel):
     """The standard workload's knobs (shared GUIDE §3). Defaults are the standard run."""
 
@@ -113,7 +125,7 @@ class BenchConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str = Field("smollm2-135m", description="a shape name (random weights) or a checkpoint directory")
-    dtype: Dtype = "bfloat16"
+    dtype: Dtype = Field(description='"auto" or left out: resolved on construction by default_dtype (device)')
     device: str = "auto"
     threads: int | None = Field(None, ge=1, description="torch threads; None = the cores this process may use")
     workload: WorkloadSpec = WorkloadSpec()
@@ -129,6 +141,13 @@ class BenchConfig(BaseModel):
     system_timeout_s: float | None = Field(
         None, gt=0, description="stop a system after this many seconds; ratios against it become lower bounds")
     preset: Literal["standard", "quick", "custom"] = "standard"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_auto_dtype(cls, data: object) -> object:
+        if isinstance(data, dict) and data.get("dtype", "auto") == "auto":
+            return {**data, "dtype": default_dtype(str(data.get("device", "auto")))}
+        return data
 
 
 QUICK_WORKLOAD = WorkloadSpec(

@@ -45,6 +45,7 @@ LADDER_BY_NAME: dict[str, LadderStep] = {s.name: s for s in LADDER}
 
 # Counters from LLM.stats() that accumulate, so a before/after difference isolates the measured run from warmup.
 _COUNTERS = ("num_preemptions", "prefill_tokens_computed", "prefill_tokens_cached", "prompt_tokens", "output_tokens", "steps",
+             "prefill_step_s", "decode_step_s", "sample_s",
              "spec_verify_steps", "spec_draft_tokens", "spec_accepted_tokens", "spec_forced_tokens")
 
 

@@ -25,6 +25,12 @@ class StepCounters:
     prompt_tokens: int = 0
     prefill_tokens_computed: int = 0
     output_tokens: int = 0
+    # Wall time of steps that computed prompt tokens (with whatever decodes rode along) and of decode-only steps,
+    # and of that the sampling (logits processing and grammar masks). On CUDA the forward runs asynchronously, so
+    # its time shows in sampling's, which waits on it.
+    prefill_step_s: float = 0.0
+    decode_step_s: float = 0.0
+    sample_s: float = 0.0
 
 
 class EngineCore:
@@ -57,6 +63,7 @@ class EngineCore:
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         """Run one engine step; return the requests that finished during it."""
+        t_step = time.perf_counter()
         if self.speculator is not None:
             self.speculator.propose(self.scheduler.running, self.scheduler.max_num_batched_tokens, self.structured)
         batch = self.scheduler.schedule()
@@ -68,13 +75,22 @@ class EngineCore:
             self.runner.zero_blocks(fresh)
         inputs = self.runner.prepare(batch)
         logits = self.runner.execute(inputs)
+        prefilled = 0
         for seq, n in zip(batch.seqs, batch.num_tokens):
             if seq.is_prefilling:
-                self.counters.prefill_tokens_computed += min(n, seq.num_prompt_tokens - seq.num_computed_tokens)
+                prefilled += min(n, seq.num_prompt_tokens - seq.num_computed_tokens)
             seq.num_computed_tokens += n  # KV written for these positions (drafts' too, until verified)
+        t_sample = time.perf_counter()
         result = sample(logits, inputs.sampling_seqs, inputs.sample_counts, self.eos_ids, self.structured)
         now = time.perf_counter()
-        self.counters.steps += 1
+        c = self.counters
+        c.steps += 1
+        c.prefill_tokens_computed += prefilled
+        c.sample_s += now - t_sample
+        if prefilled:
+            c.prefill_step_s += now - t_step
+        else:
+            c.decode_step_s += now - t_step
         logprobs = result.logprobs or [[] for _ in result.tokens]
         row0 = 0
         for seq, count, toks, error, lps in zip(inputs.sampling_seqs, inputs.sample_counts, result.tokens,

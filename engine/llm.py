@@ -129,6 +129,9 @@ class LLM:
             "prompt_tokens": cnt.prompt_tokens,
             "output_tokens": cnt.output_tokens,
             "steps": cnt.steps,
+            "prefill_step_s": round(cnt.prefill_step_s, 4),
+            "decode_step_s": round(cnt.decode_step_s, 4),
+            "sample_s": round(cnt.sample_s, 4),
             "graph_steps": self._core.runner.graphs.replays if self._core.runner.graphs is not None else 0,
             **(self._core.speculator.counters.as_stats() if self._core.speculator is not None else {}),
         }

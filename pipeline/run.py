@@ -369,6 +369,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
             result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
                                    exclude=(output_dir, *cfg.exclude), limits=cfg.limits,
                                    progress=cfg.progress, bank_profiles=cfg.bank_profiles())
+        timings.update({f"ingest.{k}": v for k, v in result.seconds.items()})
         if result.layout_questions and cfg.model_layouts:
             with _timed(timings, "map_layouts"):
                 llm = llm or stages.load_llm(cfg.model_dir, **cfg.engine_kwargs())

@@ -102,16 +102,28 @@ def _png(path: Path) -> bool:
     return path.exists() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("fast_bf16", [False, True])
+def test_the_default_dtype_is_the_engines_auto_rule(monkeypatch: pytest.MonkeyPatch, fast_bf16: bool) -> None:
+    # A CPU without bf16 instructions runs a bf16 GEMM at ~1 GFLOP/s: a first `pipeline bench` there ran for hours.
+    import engine.devices
+    from bench.cli import add_arguments, config_from_args
+
+    monkeypatch.setattr(engine.devices, "cpu_has_fast_bf16", lambda: fast_bf16)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    cfg = config_from_args(parser.parse_args(["--device", "cpu"]))
+    assert cfg.dtype == ("bfloat16" if fast_bf16 else "float32")
+    assert cfg.preset == "standard"  # the standard workload is defined in either dtype
+    assert config_from_args(parser.parse_args(["--device", "cpu", "--dtype", "bfloat16"])).dtype == "bfloat16"
+    assert config_from_args(parser.parse_args(["--device", "cpu", "--dtype", "float16"])).preset == "custom"
+
+
 def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
     from bench.cli import main
 
-    from engine.devices import cpu_has_fast_bf16
-
     out = tmp_path / "quick"
-    # Without bf16 instructions (AVX2-only CPUs) a bf16 GEMM runs at ~1 GFLOP/s and this smoke test took 7 of the
-    # suite's 16 minutes; float32 exercises the same systems and checks there.
-    dtype = [] if cpu_has_fast_bf16() else ["--dtype", "float32"]
-    rc = main(["--quick", "--out", str(out), "--cache-dir", str(tmp_path / "shapes"), *dtype])
+    # The default dtype is float32 on CPUs without bf16 instructions (a bf16 GEMM there runs at ~1 GFLOP/s).
+    rc = main(["--quick", "--out", str(out), "--cache-dir", str(tmp_path / "shapes")])
     results = json.loads((out / "results.json").read_text())
     errors = {r["name"]: r["reason"] for r in results["systems"] if r["status"] == "error"}
     assert rc == 0, f"systems errored: {errors}"
@@ -156,7 +168,7 @@ def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
     # Re-measure one ladder step against the same baselines without re-running them.
     out2 = tmp_path / "reuse"
     rc2 = main(["--quick", "--systems", "hf,engine_paged", "--reuse-baselines", str(out / "results.json"),
-                "--out", str(out2), "--cache-dir", str(tmp_path / "shapes"), *dtype])
+                "--out", str(out2), "--cache-dir", str(tmp_path / "shapes")])
     assert rc2 == 0
     again = {r["name"]: r for r in json.loads((out2 / "results.json").read_text())["systems"]}
     assert again["hf_generate_b4"]["reused_from"] and again["hf_generate_b4"]["wall_s"] == rows["hf_generate_b4"]["wall_s"]
@@ -164,7 +176,7 @@ def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
 
     # Baselines of a different workload are refused rather than silently compared.
     rc3 = main(["--quick", "--seed", "1", "--systems", "hf", "--reuse-baselines", str(out / "results.json"),
-                "--out", str(tmp_path / "bad"), "--cache-dir", str(tmp_path / "shapes"), *dtype])
+                "--out", str(tmp_path / "bad"), "--cache-dir", str(tmp_path / "shapes")])
     assert rc3 == 2
 
 

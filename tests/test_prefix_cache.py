@@ -81,3 +81,7 @@ def test_shared_prefix_prefilled_once(checkpoints):
     assert s_on["prefill_tokens_computed"] == total - (len(prompts) - 1) * len(prefix)
     assert sorted(o.metrics.num_cached_tokens for o in outs_on) == [0] + [len(prefix)] * (len(prompts) - 1)
     assert abs(s_on["prefix_cache_hit_rate"] - (len(prompts) - 1) * len(prefix) / total) < 1e-9
+    # the step clock (the real-workload bench's time split): prompts' steps, then decode-only steps (4 tokens each)
+    for s in (s_on, s_off):
+        assert s["prefill_step_s"] > 0 and s["decode_step_s"] > 0
+        assert 0 < s["sample_s"] < s["prefill_step_s"] + s["decode_step_s"]

@@ -7,6 +7,7 @@ import fnmatch
 import json
 import shutil
 import tempfile
+import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,7 @@ class IngestResult:
     # logs larger than IngestLimits.stream_log_bytes, read in batches: their rows are not in `transactions`
     spooled: list[SpooledLog] = field(default_factory=list)
     spool_dir: SpoolDir | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time by step (hash, parse_*, ocr): the run's timings
 
     def file_sha(self) -> dict[str, str]:
         return dict(zip(self.files.column("source_file").to_pylist(), self.files.column("sha256").to_pylist()))
@@ -227,18 +229,23 @@ class _Collected:
     seen: dict[str, str] = field(default_factory=dict)
     questions: dict[str, LayoutQuestion] = field(default_factory=dict)
     spooled: list[SpooledLog] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time by step: hash, parse_documents, parse_logs, ocr
+
+    def clock(self, step: str, since: float) -> None:
+        self.seconds[step] = self.seconds.get(step, 0.0) + time.perf_counter() - since
 
 
 def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     """One file into its outputs or its error row; nothing that goes wrong here stops the run."""
     limits, worker, seen, files, docs, tx_tables, errors = (reader.limits, reader.worker, out.seen, out.files,
                                                             out.docs, out.tx_tables, out.errors)
-    size, read_error, state = _size(path), None, _state(path)
+    size, read_error, state, t0 = _size(path), None, _state(path), time.perf_counter()
     try:  # streamed: identity and kind without holding the file's bytes
         sha, head = file_sha256(path), _head(path)
     except OSError as exc:  # permission denied, EIO, vanished
         read_error = f"{type(exc).__name__}: {exc.strerror or exc}"
         sha, head = sha256_bytes(b"unreadable:" + rel.encode()), b""  # its path stands in for its content
+    out.clock("hash", t0)
     kind = file_kind(rel, head)
     entry = {"source_file": rel, "kind": kind, "sha256": sha, "size_bytes": size, "status": "ok",
              "n_rows": 0, "n_errors": 0, "n_records": 0, "details": None}
@@ -284,8 +291,10 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
                        "(raise it with --max-worker-memory-mb, or split the file)")
             return
         budget = limits.seconds_for(size, fmt)
+    t0 = time.perf_counter()
     parsed = worker.parse(FileTask(kind, str(path), rel, sha, reader.default_currency, reader.profiles,
                                    spool_dir=str(reader.spool_dir.path) if streamed else None), size, budget)
+    out.clock("parse_logs" if kind == "transactions" else "parse_documents", t0)
     if not isinstance(parsed, FileFailure) and _state(path) != state:  # grown, rewritten or replaced since hashed
         parsed = changed_since_hashed()
     if isinstance(parsed, FileFailure):
@@ -293,7 +302,9 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     elif isinstance(parsed, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
         result = parsed.result
         if isinstance(result, PdfDocument) and result.ocr_pages:
+            t0 = time.perf_counter()
             result = _with_ocr(result, path, rel, sha, size, limits, worker)
+            out.clock("ocr", t0)
             if _state(path) != state:  # changed while its pages were OCRed
                 changed = changed_since_hashed()
                 file_error(changed.error_class, changed.message)
@@ -402,6 +413,7 @@ def ingest(
         layout_questions=out.questions,
         spooled=out.spooled,
         spool_dir=spool_dir,
+        seconds=out.seconds,
     )
 
 

@@ -1,0 +1,228 @@
+"""`pipeline bench --workload real`: the real job, `pipeline run` end to end on folders of documents.
+
+What a data team waits for is a folder of PDFs becoming rows, not tokens per second on random prompts: each
+configuration runs `pipeline run` in a fresh process (so model loading, kernel loading and OCR count as they do for
+a user) on one folder built from the given ones, and the report gives documents per hour, the six header fields
+right against the gold JSON that sits beside a PDF (`eval.real_gold`), and where the time went: the run's own
+timings (discovery and hashing, parsing, OCR, planning, model load, prompt building and tokenisation, inference)
+with inference split by the engine's counters into prefill steps, decode steps and sampling (grammar masks
+included), the rest of it being grounding, validation and staging; and the publish, which is the wall time after
+the run's timings end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from eval.real_gold import SCORED_FIELDS, field_matches, load_gold_dir
+from pipeline.output.manifest import latest_manifest
+from pipeline.output.sink import published_parts
+
+DOCUMENT_SUFFIXES = (".pdf", ".xml", ".html", ".htm", ".md", ".txt")
+
+
+@dataclass(frozen=True)
+class RealInput:
+    """One file of the combined folder: where it links to, and its gold fields when a gold JSON sits beside it."""
+
+    rel: str
+    source: Path
+    gold: dict[str, Any] | None
+
+
+def collect_inputs(dirs: list[Path]) -> list[RealInput]:
+    """Every file of each folder (not recursive) under `<folder name>/`; a gold JSON beside a PDF of the same
+    stem is the PDF's expectation, not an input of its own."""
+    out: list[RealInput] = []
+    names: set[str] = set()
+    for d in dirs:
+        if not d.is_dir():
+            raise FileNotFoundError(f"input folder not found: {d}")
+        name = d.name
+        while name in names:  # two folders of one name stay apart
+            name += "_"
+        names.add(name)
+        try:
+            gold = {g.pdf.name: g.gold for g in load_gold_dir(d)}
+        except FileNotFoundError:  # a folder without gold (the shipped samples) is timed, not scored
+            gold = {}
+        for path in sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith((".", "_"))):
+            if path.suffix.lower() == ".json" and path.with_suffix(".pdf").name in gold:
+                continue
+            out.append(RealInput(f"{name}/{path.name}", path.resolve(), gold.get(path.name)))
+    return out
+
+
+def link_inputs(inputs: list[RealInput], dest: Path) -> Path:
+    """The combined input folder: hard links where the file system allows, copies elsewhere (discovery never
+    follows a symbolic link)."""
+    for item in inputs:
+        target = dest / item.rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            continue
+        try:
+            os.link(item.source, target)
+        except OSError:
+            shutil.copy2(item.source, target)
+    return dest
+
+
+def _documents(output_dir: Path) -> dict[str, dict[str, Any]]:
+    """source_file -> the first documents row of that file (one per invoice or receipt)."""
+    cols = ["source_file", *SCORED_FIELDS]
+    rows: dict[str, dict[str, Any]] = {}
+    for part in published_parts(output_dir, "documents"):
+        for r in pq.read_table(part, columns=cols).to_pylist():
+            rows.setdefault(r["source_file"], r)
+    return rows
+
+
+def _pred_value(name: str, value: Any) -> Any:
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+def score(inputs: list[RealInput], output_dir: Path) -> dict[str, Any]:
+    """Fields right per scored field over the inputs with gold; a document without a row (an error row instead)
+    scores every field wrong."""
+    docs = _documents(output_dir)
+    gold_items = [i for i in inputs if i.gold is not None]
+    right = dict.fromkeys(SCORED_FIELDS, 0)
+    for item in gold_items:
+        row = docs.get(item.rel)
+        for f in SCORED_FIELDS:
+            if row is not None and field_matches(f, _pred_value(f, row[f]), item.gold[f]):  # type: ignore[index]
+                right[f] += 1
+    n = len(gold_items)
+    return {"documents_scored": n, "fields_right": sum(right.values()), "fields_scored": n * len(SCORED_FIELDS),
+            "accuracy": sum(right.values()) / (n * len(SCORED_FIELDS)) if n else None, "per_field": right}
+
+
+def time_split(manifest: dict[str, Any], wall_s: float) -> dict[str, float]:
+    """Where the run's wall time went, from its manifest (seconds; the parts sum to the wall time)."""
+    t = dict(manifest.get("timings_s", {}))
+    stats = manifest.get("engine_stats", {}) or {}
+    ingest_parts = {k.split(".", 1)[1]: v for k, v in t.items() if k.startswith("ingest.")}
+    split: dict[str, float] = {}
+    split["startup (imports, kernels, output checks)"] = max(0.0, wall_s - t.get("total", 0.0))
+    for k in ("hash", "parse_documents", "parse_logs", "ocr"):
+        split[f"ingest: {k}"] = ingest_parts.get(k, 0.0)
+    split["ingest: other"] = max(0.0, t.get("ingest", 0.0) - sum(ingest_parts.values()))
+    split["layouts (model)"] = t.get("map_layouts", 0.0)
+    split["plan"] = t.get("plan", 0.0)
+    split["model load"] = t.get("load_model", 0.0) + t.get("load_context_parallel_model", 0.0)
+    split["prompts and tokenisation"] = t.get("prepare", 0.0)
+    prefill = float(stats.get("prefill_step_s", 0.0))
+    decode = float(stats.get("decode_step_s", 0.0))
+    sample = float(stats.get("sample_s", 0.0))
+    # sampling happens inside both kinds of step; shown once, as its own line
+    split["infer: prefill steps (forward)"] = prefill * (1 - _share(sample, prefill + decode))
+    split["infer: decode steps (forward)"] = decode * (1 - _share(sample, prefill + decode))
+    split["infer: sampling and grammar"] = sample
+    split["infer: grounding, validation, staging"] = max(0.0, t.get("infer", 0.0) - prefill - decode)
+    accounted = sum(split.values())
+    split["publish and other"] = max(0.0, wall_s - accounted)
+    return {k: round(v, 2) for k, v in split.items()}
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+def run_pipeline(input_dir: Path, output_dir: Path, extra_args: list[str], log: Path,
+                 timeout_s: float | None = None) -> tuple[float, int]:
+    """`pipeline run` in a fresh process: (wall seconds, exit status)."""
+    cmd = [sys.executable, "-m", "pipeline", "run", "--input", str(input_dir), "--output", str(output_dir),
+           "--no-progress", *extra_args]
+    t0 = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as fh:
+        fh.write(" ".join(cmd) + "\n")
+        fh.flush()
+        try:
+            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, check=False).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    return time.perf_counter() - t0, rc
+
+
+def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]], repeat: int = 1,
+                   timeout_s: float | None = None) -> dict[str, Any]:
+    """Each configuration (label -> extra `pipeline run` arguments) on the combined folder, `repeat` times in
+    alternation, into a fresh output folder each time; the fastest run of each counts."""
+    inputs = collect_inputs(dirs)
+    input_dir = link_inputs(inputs, out_dir / "input")
+    n_docs = sum(1 for i in inputs if i.source.suffix.lower() in DOCUMENT_SUFFIXES)
+    (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    best: dict[str, dict[str, Any]] = {}
+    for attempt in range(max(1, repeat)):
+        for label, extra in configs.items():
+            run_out = out_dir / "runs" / f"{_slug(label)}-{attempt}"
+            if run_out.exists():
+                raise FileExistsError(f"{run_out} exists: give the bench a fresh --out")
+            wall, rc = run_pipeline(input_dir, run_out, extra, out_dir / "logs" / f"{_slug(label)}-{attempt}.log",
+                                    timeout_s)
+            manifest = latest_manifest(run_out) if rc == 0 else None
+            row: dict[str, Any] = {"label": label, "args": extra, "exit_status": rc, "wall_s": round(wall, 2)}
+            if manifest is not None:
+                stats = manifest.get("engine_stats", {}) or {}
+                row.update({
+                    "documents_per_hour": n_docs / wall * 3600,
+                    "time_split_s": time_split(manifest, wall),
+                    "prompt_tokens": stats.get("prompt_tokens"), "output_tokens": stats.get("output_tokens"),
+                    "prefill_tokens_computed": stats.get("prefill_tokens_computed"),
+                    "prefix_cache_hit_rate": stats.get("prefix_cache_hit_rate"),
+                    "score": score(inputs, run_out),
+                })
+            if label not in best or (row.get("documents_per_hour") or 0) > (best[label].get("documents_per_hour") or 0):
+                best[label] = row
+    base = next(iter(best.values()), None)
+    for row in best.values():
+        if base is not None and row.get("documents_per_hour") and base.get("documents_per_hour"):
+            row["x_documents_per_hour"] = row["documents_per_hour"] / base["documents_per_hour"]
+            if row["score"]["accuracy"] is not None and base["score"]["accuracy"] is not None:
+                row["accuracy_delta_points"] = 100 * (row["score"]["accuracy"] - base["score"]["accuracy"])
+    results = {"workload": "real", "folders": [str(d) for d in dirs], "documents": n_docs,
+               "files": len(inputs), "documents_with_gold": sum(1 for i in inputs if i.gold is not None),
+               "repeat": repeat, "runs": list(best.values())}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "real.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return results
+
+
+def _slug(label: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in label).strip("-") or "run"
+
+
+def render_real(results: dict[str, Any], console: Any) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    t = Table(title=f"pipeline bench --workload real: {results['documents']} documents "
+                    f"({results['documents_with_gold']} with gold) in {', '.join(results['folders'])}")
+    for col in ("configuration", "wall s", "docs/hour", "x", "fields right", "accuracy", "delta pts"):
+        t.add_column(col, justify="left" if col == "configuration" else "right")
+    for r in results["runs"]:
+        sc = r.get("score") or {}
+        t.add_row(r["label"], f"{r['wall_s']:.0f}",
+                  f"{r['documents_per_hour']:.0f}" if r.get("documents_per_hour") else f"exit {r['exit_status']}",
+                  f"{r['x_documents_per_hour']:.2f}x" if r.get("x_documents_per_hour") else "-",
+                  f"{sc.get('fields_right', 0)} / {sc.get('fields_scored', 0)}",
+                  f"{sc['accuracy']:.1%}" if sc.get("accuracy") is not None else "-",
+                  f"{r['accuracy_delta_points']:+.1f}" if "accuracy_delta_points" in r else "-")
+    console.print(t)
+    for r in results["runs"]:
+        if r.get("time_split_s"):
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in r["time_split_s"].items() if v >= 0.05)
+            console.print(f"[bold]{r['label']}[/bold] time split (s): {parts}")

@@ -1,0 +1,71 @@
+"""The real-workload bench's pieces: which files are inputs, how a run's documents score, where its time went."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bench.real import collect_inputs, link_inputs, score, time_split
+
+GOLD = {"doc_type": "invoice", "issuer": "ACME GmbH", "reference": "INV-7", "date": "2024-03-05", "currency": "EUR",
+        "amount": 119.0}
+
+
+def _folder(root: Path) -> Path:
+    root.mkdir(parents=True)
+    for name in ("a.pdf", "b.pdf", "log.csv", "c.json"):
+        (root / name).write_bytes(b"%PDF-1.4\n" if name.endswith(".pdf") else b"x")
+    (root / "a.json").write_text(json.dumps(GOLD))
+    return root
+
+
+def test_a_gold_json_is_the_expectation_of_its_pdf_not_an_input(tmp_path: Path) -> None:
+    inputs = collect_inputs([_folder(tmp_path / "inv"), _folder(tmp_path / "other" / "inv")])
+    assert [i.rel for i in inputs] == ["inv/a.pdf", "inv/b.pdf", "inv/c.json", "inv/log.csv",
+                                       "inv_/a.pdf", "inv_/b.pdf", "inv_/c.json", "inv_/log.csv"]
+    assert [i.rel for i in inputs if i.gold is not None] == ["inv/a.pdf", "inv_/a.pdf"]
+    assert inputs[0].gold["amount"] == "119.00"
+    linked = link_inputs(inputs, tmp_path / "in")
+    assert sorted(p.relative_to(linked).as_posix() for p in linked.rglob("*") if p.is_file()) == sorted(
+        i.rel for i in inputs)
+    assert not any(p.is_symlink() for p in linked.rglob("*"))  # discovery never follows a symbolic link
+    with pytest.raises(FileNotFoundError):
+        collect_inputs([tmp_path / "missing"])
+
+
+def test_documents_rows_score_against_the_gold_and_a_missing_row_scores_nothing(tmp_path: Path) -> None:
+    inputs = collect_inputs([_folder(tmp_path / "inv"), _folder(tmp_path / "more")])
+    schema = pa.schema([("source_file", pa.string()), ("doc_type", pa.string()), ("issuer", pa.string()),
+                        ("reference", pa.string()), ("date", pa.date32()), ("currency", pa.string()),
+                        ("amount", pa.decimal128(18, 2))])
+    rows = [{"source_file": "inv/a.pdf", "doc_type": "invoice", "issuer": "ACME GmbH Berlin", "reference": "#INV-7",
+             "date": dt.date(2024, 3, 5), "currency": "USD", "amount": Decimal("119.00")},
+            {"source_file": "inv/b.pdf", "doc_type": "receipt", "issuer": None, "reference": None, "date": None,
+             "currency": None, "amount": None}]
+    part = tmp_path / "out" / "documents" / "run_date=2026-12-06" / "part-0.parquet"
+    part.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), part)
+    got = score(inputs, tmp_path / "out")
+    # inv/a.pdf: all but the currency; more/a.pdf has no row (its error row): nothing right
+    assert got["documents_scored"] == 2 and got["fields_scored"] == 12
+    assert got["per_field"] == {"doc_type": 1, "issuer": 1, "reference": 1, "date": 1, "currency": 0, "amount": 1}
+    assert got["fields_right"] == 5 and got["accuracy"] == pytest.approx(5 / 12)
+
+
+def test_the_time_split_accounts_for_the_whole_wall_time() -> None:
+    manifest = {"timings_s": {"ingest": 10.0, "ingest.hash": 0.5, "ingest.parse_documents": 2.0, "ingest.ocr": 6.0,
+                              "plan": 0.2, "load_model": 4.0, "prepare": 1.0, "infer": 20.0, "total": 36.0},
+                "engine_stats": {"prefill_step_s": 8.0, "decode_step_s": 10.0, "sample_s": 3.0}}
+    split = time_split(manifest, wall_s=40.0)
+    assert sum(split.values()) == pytest.approx(40.0, abs=0.05)
+    assert split["ingest: ocr"] == 6.0 and split["ingest: other"] == 1.5
+    assert split["infer: sampling and grammar"] == 3.0
+    assert split["infer: prefill steps (forward)"] + split["infer: decode steps (forward)"] == pytest.approx(15.0)
+    assert split["infer: grounding, validation, staging"] == 2.0
+    assert split["startup (imports, kernels, output checks)"] == 4.0
