@@ -51,12 +51,21 @@ class FreeBlocks:
     new block comes from. One list in one process; one per rank, with its own placement, under context
     parallelism (engine/distributed/block_manager.py)."""
 
-    def __init__(self, lists: list[OrderedDict[int, None]]) -> None:
+    def __init__(self, lists: list[OrderedDict[int, None]],
+                 untouched: OrderedDict[int, None] | None = None) -> None:
         self.lists = lists
+        # Blocks never handed out, taken only when no freed block is left (`single(touched_first=True)`).
+        self.untouched: OrderedDict[int, None] = untouched if untouched is not None else OrderedDict()
 
     @classmethod
-    def single(cls, num_blocks: int) -> FreeBlocks:
-        return cls([OrderedDict((i, None) for i in range(1, num_blocks + 1))])
+    def single(cls, num_blocks: int, touched_first: bool = False) -> FreeBlocks:
+        """One list of blocks 1..num_blocks. With `touched_first` a freed block (cached or not) is reused before
+        one never used: where the pool is memory the system commits only when a page is first written (a CPU
+        pool), its resident size then follows the most blocks a run held at once instead of every block a long
+        run ever filled (its cached prefixes are evicted sooner: the least recently used go first, so a prefix
+        that every request shares stays)."""
+        ids = OrderedDict((i, None) for i in range(1, num_blocks + 1))
+        return cls([OrderedDict()], ids) if touched_first else cls([ids])
 
     def list_of(self, bid: int) -> OrderedDict[int, None]:
         """The list block `bid` belongs to."""
@@ -64,8 +73,9 @@ class FreeBlocks:
 
     def take_new(self, seq: Sequence, j: int, need: int) -> int:
         """A free block for the j-th of `need` new blocks of `seq` (its logical index is len(seq.block_table));
-        placement policies use all three. Here: the oldest free block."""
-        return self.lists[0].popitem(last=False)[0]
+        placement policies use all three. Here: the oldest free block, a never-used one only when none is left."""
+        free = self.lists[0]
+        return (free if free or not self.untouched else self.untouched).popitem(last=False)[0]
 
     def remove(self, bid: int) -> None:
         """Block `bid` (free and cached) is referenced again."""
@@ -79,7 +89,7 @@ class FreeBlocks:
             free.move_to_end(bid, last=False)
 
     def __len__(self) -> int:
-        return sum(len(f) for f in self.lists)
+        return sum(len(f) for f in self.lists) + len(self.untouched)
 
     def note_usage(self) -> None:
         """Called whenever blocks were taken (per-list peaks are kept by those who report them)."""
@@ -89,13 +99,13 @@ class BlockManager:
     """Manages blocks 1..num_blocks of the pool; block 0 is the zeroed null block that padding points at."""
 
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
-                 free: FreeBlocks | None = None) -> None:
+                 free: FreeBlocks | None = None, touched_first: bool = False) -> None:
         if num_blocks < 1:
             raise ValueError("the KV cache must hold at least one block")
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self.free = free or FreeBlocks.single(num_blocks)
-        num_ids = max(max(f) for f in self.free.lists if f) + 1
+        self.free = free or FreeBlocks.single(num_blocks, touched_first)
+        num_ids = max(max(f) for f in (*self.free.lists, self.free.untouched) if f) + 1
         self.blocks = [_Block(i) for i in range(num_ids)]
         # Blocks handed out for the first time since start; the runner zeroes them before use (see take_fresh_blocks).
         self._ever_used = bytearray(num_ids)

@@ -109,7 +109,8 @@ def build_engine(config: EngineConfig) -> Engine:
         pool = allocate_kv_pool(ckpt.config, dtype, device, c.block_size, budget, quantized_kv)
         runner = ModelRunner(model, pool, dtype=dtype, device=device, max_model_len=c.max_model_len,
                              decode_layout=kernels.decode_layout)
-        bm = BlockManager(pool.num_blocks, c.block_size, c.enable_prefix_caching)
+        # A CPU pool's pages cost memory only once written: reuse freed blocks before touching new ones.
+        bm = BlockManager(pool.num_blocks, c.block_size, c.enable_prefix_caching, touched_first=device.type == "cpu")
         if _uses_cuda_graphs(c, device, kernels):
             runner.enable_decode_graphs(min(c.max_num_seqs, c.max_num_batched_tokens), capture=True)
     scheduler = Scheduler(bm, c.max_num_seqs, c.max_num_batched_tokens)
