@@ -13,13 +13,7 @@ from typing import Any
 
 import torch
 
-
-def usable_cores() -> int:
-    """Cores this process may run on (respects taskset/cgroup affinity, unlike os.cpu_count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+from pipeline.machine import usable_cores
 
 
 def resolve_device(device: str) -> str:

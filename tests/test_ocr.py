@@ -148,3 +148,60 @@ def test_tesseract_is_still_there_when_asked_for(tmp_path: Path) -> None:
 def test_an_unknown_engine_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="OCR engine must be one of"):
         engine("paddle")
+
+
+@needs_ocr
+def test_scans_read_by_several_workers_keep_their_place_and_text(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    for name in ("a_text.pdf", "e_text.pdf"):
+        doc = FPDF()
+        doc.add_page()
+        doc.set_font("Helvetica", size=12)
+        doc.cell(0, 10, f"Invoice {name} with a text layer")
+        doc.output(str(tmp_path / name))
+    _image_only_pdf(tmp_path / "b_scan.pdf", LINES)
+    _image_only_pdf(tmp_path / "d_scan.pdf", ["Quittung Nr. 77", "Backerei Korn KG", "Summe 12,80 EUR"])
+    from PIL import Image
+
+    Image.new("L", (800, 1100), 255).save(tmp_path / "c_blank.pdf", format="PDF")
+    one, two = (ingest(tmp_path, limits=IngestLimits(ocr_workers=n)) for n in (1, 2))
+    for res in (one, two):
+        assert res.documents.column("source_file").to_pylist() == ["a_text.pdf", "b_scan.pdf", "d_scan.pdf",
+                                                                   "e_text.pdf"]
+        assert [(e["source_file"], e["error_class"]) for e in res.errors.to_pylist()] == [("c_blank.pdf", "NeedsOCR")]
+        assert res.seconds["ocr"] > 0
+    assert one.documents.column("text").to_pylist() == two.documents.column("text").to_pylist()
+    assert "Backerei Korn" in two.documents.column("text")[2].as_py()
+    assert one.files.to_pylist() == two.files.to_pylist()
+
+
+def test_ocr_processes_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.ingest.limits as limits
+
+    monkeypatch.setattr(limits, "usable_cores", lambda: 4)
+    assert (IngestLimits().ocr_processes(), IngestLimits().ocr_threads()) == (4, 1)
+    assert (IngestLimits(ocr_workers=2).ocr_processes(), IngestLimits(ocr_workers=2).ocr_threads()) == (2, 2)
+    assert IngestLimits(ocr_workers=8).ocr_threads() == 1
+
+
+@needs_ocr
+def test_a_scan_rewritten_while_its_pages_are_read_is_left_out_with_its_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pipeline.ingest.discover as discover
+
+    _image_only_pdf(tmp_path / "a_scan.pdf", LINES)
+    _image_only_pdf(tmp_path / "b_scan.pdf", LINES[:2])
+    read = discover._with_ocr
+
+    def rewritten_meanwhile(doc, path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = read(doc, path, *args, **kwargs)
+        if path.name == "a_scan.pdf":
+            path.write_bytes(path.read_bytes() + b"\n% appended by the scanner\n")
+        return out
+
+    monkeypatch.setattr(discover, "_with_ocr", rewritten_meanwhile)
+    res = ingest(tmp_path, limits=IngestLimits(ocr_workers=2))
+    assert res.documents.column("source_file").to_pylist() == ["b_scan.pdf"]
+    assert [(e["source_file"], e["error_class"]) for e in res.errors.to_pylist()] == [("a_scan.pdf", "FileChanged")]
+    assert {f["source_file"]: f["status"] for f in res.files.to_pylist()} == {"a_scan.pdf": "error", "b_scan.pdf": "ok"}

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import queue
 import shutil
 import tempfile
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -223,12 +225,13 @@ class _Collected:
     and the content hashes seen (a second copy of a file is a duplicate)."""
 
     files: list[dict] = field(default_factory=list)
-    docs: list[PdfDocument] = field(default_factory=list)
+    docs: list[PdfDocument | None] = field(default_factory=list)  # None: a scan's place until its pages are read
     tx_tables: list[pa.Table] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     seen: dict[str, str] = field(default_factory=dict)
     questions: dict[str, LayoutQuestion] = field(default_factory=dict)
     spooled: list[SpooledLog] = field(default_factory=list)
+    ocr_pending: list[_PendingOcr] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time by step: hash, parse_documents, parse_logs, ocr
 
     def clock(self, step: str, since: float) -> None:
@@ -252,13 +255,7 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     files.append(entry)
 
     def file_error(cls: str, msg: str, stage: str = Stage.INGEST) -> None:
-        if kind in DOCUMENT_KINDS and stage == Stage.INGEST:  # a PDF that fails to read is a document that failed
-            errors.append(ErrorRecord(row_id=pdf_doc_error_id(sha), unit=Unit.DOCUMENT, source_file=rel,
-                                      stage=stage, error_class=cls, message=msg))
-        else:
-            errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
-                                      stage=stage, error_class=cls, message=msg, n_rows=0))
-        entry["status"], entry["n_errors"] = "error", 1
+        _file_error(out, entry, cls, msg, stage)
 
     if read_error is not None:
         file_error("UnreadableFile", f"cannot read the file ({read_error})", Stage.DISCOVER)
@@ -302,22 +299,12 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     elif isinstance(parsed, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
         result = parsed.result
         if isinstance(result, PdfDocument) and result.ocr_pages:
-            t0 = time.perf_counter()
-            result = _with_ocr(result, path, rel, sha, size, limits, worker)
-            out.clock("ocr", t0)
-            if _state(path) != state:  # changed while its pages were OCRed
-                changed = changed_since_hashed()
-                file_error(changed.error_class, changed.message)
+            if limits.ocr and engine() is not None:  # read later, with every other scan, over several workers
+                out.ocr_pending.append(_PendingOcr(result, path, sha, size, state, entry, len(docs)))
+                docs.append(None)
                 return
-        if isinstance(result, ErrorRecord):
-            errors.append(result)
-            entry["status"], entry["n_errors"] = "error", 1
-        else:
-            docs.append(result)
-            if result.ocred_pages:
-                entry["details"] = json.dumps({"ocred_pages": result.ocred_pages, "ocr_engine": result.ocr_engine})
-            elif result.parts_not_read:
-                entry["details"] = json.dumps({"parts_not_read": result.parts_not_read})
+            result = _with_ocr(result, path, rel, sha, size, limits, worker)  # says why it was not read
+        _add_document(out, entry, result)
     else:
         if parsed.question is not None:
             out.questions[rel] = parsed.question
@@ -330,6 +317,92 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
         entry["n_records"] = parsed.n_records
         entry["status"] = "ok" if not parsed.errors else ("partial" if n_rows else "error")
         entry["details"] = json.dumps(parsed.details, ensure_ascii=False, default=str) if parsed.details else None
+
+
+def _file_error(out: _Collected, entry: dict, cls: str, msg: str, stage: str = Stage.INGEST) -> None:
+    """The file's error row: a document's when a PDF (or other one-document file) failed to read, else the
+    file's."""
+    kind, sha, rel = entry["kind"], entry["sha256"], entry["source_file"]
+    if kind in DOCUMENT_KINDS and stage == Stage.INGEST:  # a PDF that fails to read is a document that failed
+        out.errors.append(ErrorRecord(row_id=pdf_doc_error_id(sha), unit=Unit.DOCUMENT, source_file=rel,
+                                      stage=stage, error_class=cls, message=msg))
+    else:
+        out.errors.append(ErrorRecord(row_id=file_unit_id(sha, rel), unit=Unit.FILE, source_file=rel,
+                                      stage=stage, error_class=cls, message=msg, n_rows=0))
+    entry["status"], entry["n_errors"] = "error", 1
+
+
+def _add_document(out: _Collected, entry: dict, result: PdfDocument | ErrorRecord, at: int | None = None) -> None:
+    """A read document into the outputs (at its place `at` when its pages were OCRed after the others were
+    read), or its error row."""
+    if isinstance(result, ErrorRecord):
+        out.errors.append(result)
+        entry["status"], entry["n_errors"] = "error", 1
+        return
+    if at is None:
+        out.docs.append(result)
+    else:
+        out.docs[at] = result
+    if result.ocred_pages:
+        entry["details"] = json.dumps({"ocred_pages": result.ocred_pages, "ocr_engine": result.ocr_engine})
+    elif result.parts_not_read:
+        entry["details"] = json.dumps({"parts_not_read": result.parts_not_read})
+
+
+@dataclass(frozen=True)
+class _PendingOcr:
+    """A PDF whose pages without a text layer wait for OCR, and its place among the documents read."""
+
+    doc: PdfDocument
+    path: Path
+    sha: str
+    size: int
+    state: tuple[int, int, int] | None
+    entry: dict
+    index: int
+
+
+def _read_scans(out: _Collected, reader: _Reader, progress: bool = False) -> None:
+    """OCR every pending scan, `reader.limits.ocr_processes()` files at a time, each in its own worker
+    process on its share of the cores. OCR is most of a folder of scans' time and its models scale poorly
+    over threads: two one-thread processes read 1.3x the pages per second of one two-thread process."""
+    jobs, out.ocr_pending = out.ocr_pending, []
+    if not jobs:
+        return
+    t0 = time.perf_counter()
+    n = min(len(jobs), reader.limits.ocr_processes())
+    idle: queue.SimpleQueue[FileWorker] = queue.SimpleQueue()
+    idle.put(reader.worker)
+    extra = [FileWorker(reader.limits) for _ in range(n - 1)]
+    for w in extra:
+        idle.put(w)
+
+    def read(job: _PendingOcr) -> PdfDocument | ErrorRecord:
+        worker = idle.get()
+        try:
+            return _with_ocr(job.doc, job.path, job.entry["source_file"], job.sha, job.size, reader.limits, worker)
+        finally:
+            idle.put(worker)
+
+    try:
+        with ThreadPoolExecutor(n, thread_name_prefix="ocr") as pool:  # threads only wait on the workers' pipes
+            results = pool.map(read, jobs)
+            if progress:
+                # lazy: only a progress bar needs it
+                from tqdm import tqdm
+
+                results = tqdm(results, total=len(jobs), desc="ocr", unit="file", leave=False)
+            for job, result in zip(jobs, results):
+                if _state(job.path) != job.state:  # changed while its pages were OCRed
+                    changed = changed_since_hashed()
+                    _file_error(out, job.entry, changed.error_class, changed.message)
+                else:
+                    _add_document(out, job.entry, result, at=job.index)
+    finally:
+        for w in extra:
+            w.close()
+    out.docs = [d for d in out.docs if d is not None]
+    out.clock("ocr", t0)
 
 
 def _with_ocr(doc: PdfDocument, path: Path, rel: str, sha: str, size: int, limits: IngestLimits,
@@ -399,6 +472,7 @@ def ingest(
     try:
         for path in iterator:
             _ingest_one(path, printable_name(path.relative_to(base).as_posix()), reader, out)
+        _read_scans(out, reader, progress)
     finally:
         if own:
             reader.worker.close()

@@ -57,6 +57,8 @@ class OcrSettings:
     min_dpi: int = 150
     psm: int = 3
     languages: str | None = None
+    threads: int | None = None  # RapidOCR's threads (None: onnxruntime's default, every core); the text is the same
+
 
     def label(self) -> str:
         kind, name = _installed(self.engine) or (self.engine, self.engine)
@@ -105,7 +107,7 @@ def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSett
             if tesseract:
                 text = tesseract_read(image, result.notes, number, settings.languages, settings.psm)
             else:
-                text = rapid_read(image, result.notes, number)
+                text = rapid_read(image, result.notes, number, settings.threads)
             if text.strip():
                 result.texts[number] = text
             else:

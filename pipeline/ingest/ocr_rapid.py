@@ -32,23 +32,27 @@ def rapid_name() -> str | None:
 
 
 @lru_cache(maxsize=1)
-def _engine() -> Any:
+def _engine(threads: int | None = None) -> Any:
     """One engine per process: loading the models takes a moment, and a worker reads many pages."""
     # lazy: only OCR'd pages need it
     from rapidocr import RapidOCR
 
     # text-line direction classification off: a page's orientation is settled for the whole page below
-    return RapidOCR(params={"Global.log_level": "error", "Global.use_cls": False})
+    params: dict[str, Any] = {"Global.log_level": "error", "Global.use_cls": False}
+    if threads is not None:
+        params |= {"EngineConfig.onnxruntime.intra_op_num_threads": threads,
+                   "EngineConfig.onnxruntime.inter_op_num_threads": 1}
+    return RapidOCR(params=params)
 
 
-def _read(image: Any) -> tuple[float, list[TextBox]]:
+def _read(image: Any, threads: int | None = None) -> tuple[float, list[TextBox]]:
     """(length-weighted mean recognition score, boxes) of one image. A box taller than wide scores nothing: the
     recogniser turns such a crop and often reads it well, but a page whose lines stand upright is a page on its
     side."""
     # lazy: only OCR'd pages need it
     import numpy as np
 
-    out = _engine()(np.asarray(image.convert("RGB")))
+    out = _engine(threads)(np.asarray(image.convert("RGB")))
     if out.txts is None or out.boxes is None:
         return 0.0, []
     boxes, weight, total = [], 0, 0.0
@@ -61,14 +65,14 @@ def _read(image: Any) -> tuple[float, list[TextBox]]:
     return (total / weight if weight else 0.0), boxes
 
 
-def rapid_read(image: Any, notes: list[str], page: int) -> str:
+def rapid_read(image: Any, notes: list[str], page: int, threads: int | None = None) -> str:
     """The page's text, read the right way up: a page that reads poorly as it is is also read turned by 90, 180 and
     270 degrees, and the turn that reads best is kept."""
-    score, boxes = _read(image)
+    score, boxes = _read(image, threads)
     if boxes and score < UPRIGHT_SCORE:  # a page with no text at all has no orientation to find
         best = (score, 0, boxes)
         for turn in (90, 180, 270):
-            turned = _read(image.rotate(-turn, expand=True, fillcolor=255))  # white, not black, margins
+            turned = _read(image.rotate(-turn, expand=True, fillcolor=255), threads)  # white, not black, margins
             if turned[0] > best[0]:
                 best = (turned[0], turn, turned[1])
         if best[1]:

@@ -110,9 +110,9 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | 
                                               max_text_chars=limits.max_text_chars))
     if task.kind == "ocr":
         # lazy: a worker process loads only the reader its task needs
-        from pipeline.ingest.ocr import ocr_pdf_pages
+        from pipeline.ingest.ocr import OcrSettings, ocr_pdf_pages
 
-        return ParsedOcr(ocr_pdf_pages(data, list(task.pages)))
+        return ParsedOcr(ocr_pdf_pages(data, list(task.pages), OcrSettings(threads=limits.ocr_threads())))
     # lazy: a worker process loads only the reader its task needs
     from pipeline.ingest.transactions import read_transactions, rows_to_table
 
