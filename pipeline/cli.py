@@ -340,7 +340,7 @@ def add_limit_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--max-ocr-pages", type=int, default=None, help="pages OCRed per PDF (default 50)")
     o.add_argument("--ocr-page-timeout", type=float, default=None, help="seconds allowed per OCRed page (default 90)")
     o.add_argument("--ocr-workers", type=int, default=None,
-                   help="scans OCRed at once, each in its own process on its share of the cores (default: one per core)")
+                   help="scans OCRed at once, each in its own process on its share of the cores (default 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -180,8 +180,8 @@ def test_ocr_processes_share_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     import pipeline.ingest.limits as limits
 
     monkeypatch.setattr(limits, "usable_cores", lambda: 4)
-    assert (IngestLimits().ocr_processes(), IngestLimits().ocr_threads()) == (4, 1)
-    assert (IngestLimits(ocr_workers=2).ocr_processes(), IngestLimits(ocr_workers=2).ocr_threads()) == (2, 2)
+    assert IngestLimits().ocr_threads() == 4  # one process, every core
+    assert IngestLimits(ocr_workers=2).ocr_threads() == 2
     assert IngestLimits(ocr_workers=8).ocr_threads() == 1
 
 

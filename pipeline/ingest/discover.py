@@ -363,14 +363,13 @@ class _PendingOcr:
 
 
 def _read_scans(out: _Collected, reader: _Reader, progress: bool = False) -> None:
-    """OCR every pending scan, `reader.limits.ocr_processes()` files at a time, each in its own worker
-    process on its share of the cores. OCR is most of a folder of scans' time and its models scale poorly
-    over threads: two one-thread processes read 1.3x the pages per second of one two-thread process."""
+    """OCR every pending scan, `reader.limits.ocr_workers` files at a time, each in its own worker process on its
+    share of the cores (one by default: IngestLimits.ocr_workers says why)."""
     jobs, out.ocr_pending = out.ocr_pending, []
     if not jobs:
         return
     t0 = time.perf_counter()
-    n = min(len(jobs), reader.limits.ocr_processes())
+    n = min(len(jobs), reader.limits.ocr_workers)
     idle: queue.SimpleQueue[FileWorker] = queue.SimpleQueue()
     idle.put(reader.worker)
     extra = [FileWorker(reader.limits) for _ in range(n - 1)]

@@ -52,17 +52,17 @@ class IngestLimits(BaseModel):
     ocr: bool = Field(default=True, description="OCR pages without a text layer (pipeline.ingest.ocr)")
     max_ocr_pages: int = Field(default=50, ge=1, description="pages OCRed per PDF; the rest stay unread")
     ocr_seconds_per_page: float = Field(default=90.0, gt=0, description="time allowed per OCRed page")
-    ocr_workers: int | None = Field(default=None, ge=1, description="scans OCRed at once, each in its own worker "
-                                    "process on its share of the cores (None: one per core this process may use)")
+    # One by default: on the 2-core machine two one-thread processes read the shared receipts only 1.02-1.14x
+    # faster than one two-thread process (docs/bench/real/README.md); on many cores, where onnxruntime's threads
+    # scale worse, more may pay (each holds its own OCR models, ~150 MB).
+    ocr_workers: int = Field(default=1, ge=1, description="scans OCRed at once, each in its own worker process on "
+                             "its share of the cores")
     isolate: bool = Field(default=True, description="parse in a worker process (False: in-process, no time or "
                                                     "memory bound; for debugging)")
 
-    def ocr_processes(self) -> int:
-        return self.ocr_workers or usable_cores()
-
     def ocr_threads(self) -> int:
         """Threads of one OCR process: the cores shared among the processes reading at once."""
-        return max(1, usable_cores() // self.ocr_processes())
+        return max(1, usable_cores() // self.ocr_workers)
 
     def seconds_for(self, size_bytes: int, fmt: str | None = None) -> float:
         """The time allowed to parse a file (`fmt`: the format a transaction log is read whole as)."""
