@@ -12,8 +12,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+SPOOL_BATCH_ROWS = 262_144
+"""Rows per slice where a large log's spool is read back (planning its windows, listing its accounts)."""
 
-def row_group_batches(path: str | Path, batch_rows: int, columns: list[str] | None = None
+
+def row_group_batches(path: str | Path, batch_rows: int = SPOOL_BATCH_ROWS, columns: list[str] | None = None
                       ) -> Iterator[pa.RecordBatch]:
     """The file's rows (`columns` of them) in batches of at most `batch_rows`, one row group at a time."""
     f = pq.ParquetFile(str(path))

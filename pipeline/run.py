@@ -246,7 +246,7 @@ def _earlier_rows(result: IngestResult, output_dir: Path, read: Iterable[str], d
     tx_id): a window covers every transaction of its account-month, whichever run read it."""
     accounts = [result.transactions.column("account")] if result.transactions.num_rows else []
     for s in result.spooled:  # a log's distinct accounts, gathered slice by slice, not its rows
-        slices = row_group_batches(s.path, 262_144, ["account"])
+        slices = row_group_batches(s.path, columns=["account"])
         accounts.append(pa.chunked_array([pc.unique(b.column(0)) for b in slices], pa.string()))
     if not accounts:
         return

@@ -384,34 +384,32 @@ def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Pat
                      new_ids: Callable[[], pa.Array], retire: Callable[[pa.Table], pa.Array] | None = None) -> bool:
     """The partition's next version in `build`: live parts without rows this run replaces (same row id among
     `new_ids()`, read only where a live part has to be checked) or retires (`retire`: pipeline.output.supersede),
-    plus the new parts. Unchanged parts are hard links, rewritten ones get
-    content-addressed names. False if nothing would change."""
+    plus the new parts. Unchanged parts are hard links, rewritten ones get content-addressed names; both the check
+    and the rewrite read a part one row group at a time (a large log's part is not held whole). False if nothing
+    would change."""
     live_parts = sorted(p for p in live.glob("*.parquet") if not p.name.startswith((".", "_"))) if live.is_dir() else []
-    staged: list[tuple[Path, pa.Table | None]] = []
-    changed = bool(new_parts)
-    for part in live_parts:
-        cols = (pq.read_table(part, columns=columns_for(ds), read_dictionary=dictionary_columns(ds))
-                if retire is not None else pq.read_table(part, columns=["row_id"]))
+
+    def dropped(part: pq.ParquetFile, group: int) -> pa.Array:
+        """Which rows of the row group this version leaves out."""
+        cols = (part.read_row_group(group, columns=columns_for(ds)) if retire is not None
+                else part.read_row_group(group, columns=["row_id"]))
         replaced = pc.is_in(cols.column("row_id"), value_set=new_ids())
-        if retire is not None:
-            replaced = pc.or_(replaced, retire(cols))
-        if not pc.any(replaced).as_py():
-            staged.append((part, None))
-            continue
-        changed = True
-        table = pq.read_table(part)
-        kept = table.filter(pc.invert(replaced))
-        if kept.num_rows:
-            staged.append((part, kept))
-    if not changed:
+        return pc.or_(replaced, retire(cols)) if retire is not None else replaced
+
+    rewrite: set[Path] = set()
+    for path in live_parts:
+        part = pq.ParquetFile(path, read_dictionary=dictionary_columns(ds) if retire is not None else None)
+        if any(pc.any(dropped(part, g)).as_py() for g in range(part.num_row_groups)):
+            rewrite.add(path)
+    if not new_parts and not rewrite:
         return False
     shutil.rmtree(build, ignore_errors=True)
     build.mkdir(parents=True)
-    for part, kept in staged:
-        if kept is None:
-            _link_or_copy(part, build / part.name)
+    for path in live_parts:
+        if path in rewrite:
+            _rewrite_without(path, build, ds, dropped)
         else:
-            _write_parquet(kept, build / _part_name(ds, part.name, kept.column("row_id")))
+            _link_or_copy(path, build / path.name)
     for src, name in new_parts:  # written last: a new part supersedes a rewritten one of the same rows
         dest = build / name
         if dest.exists():
@@ -419,6 +417,31 @@ def _build_partition(live: Path, build: Path, ds: str, new_parts: list[tuple[Pat
         _link_or_copy(src, dest)
     _fsync_dir(build)
     return True
+
+
+def _rewrite_without(path: Path, build: Path, ds: str, dropped: Callable[[pq.ParquetFile, int], pa.Array]) -> None:
+    """`path` without the rows `dropped` marks, written into `build` one row group at a time under the name of
+    the rows it keeps (none kept: no file)."""
+    checked = pq.ParquetFile(path, read_dictionary=dictionary_columns(ds))
+    whole = pq.ParquetFile(path)
+    digest, tmp, writer = _IdDigest(ds, path.name), build / f".{path.name}.rewrite-{os.getpid()}", None
+    try:
+        for g in range(whole.num_row_groups):
+            kept = whole.read_row_group(g).filter(pc.invert(dropped(checked, g)))
+            if not kept.num_rows:
+                continue
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, kept.schema, compression=COMPRESSION)
+            writer.write_table(kept)
+            digest.update(kept.column("row_id").combine_chunks())
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        return
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, build / digest.part_name())
 
 
 def _swap_in(live: Path, build: Path, spare: Path) -> None:

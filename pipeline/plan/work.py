@@ -169,7 +169,6 @@ def document_units(documents: pa.Table, identity: RunIdentity, extraction: str =
 
 _FRAME_COLUMNS = ("tx_id", "account", "timestamp", "amount", "currency", "counterparty", "description",
                   "source_file", "source_row")
-_SPOOL_BATCH_ROWS = 262_144
 _MERGE_PARTIALS = 32  # slices' partials kept before they are merged into one
 
 
@@ -184,7 +183,7 @@ def transaction_batches(transactions: pa.Table, file_sha: dict[str, str], spoole
                                                                   df["source_row"].to_list())]
         yield df.with_columns(pl.Series("tx_id", ids, dtype=pl.String)).select(_FRAME_COLUMNS)
     for s in spooled:
-        for batch in row_group_batches(s.path, _SPOOL_BATCH_ROWS):
+        for batch in row_group_batches(s.path):
             yield pl.from_arrow(pa.Table.from_batches([batch])).rename({"row_id": "tx_id"}).select(_FRAME_COLUMNS)
     for df in earlier:
         yield df.select(_FRAME_COLUMNS)
