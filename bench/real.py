@@ -7,7 +7,7 @@ right against the gold JSON that sits beside a PDF (`eval.real_gold`), and where
 timings (discovery and hashing, parsing, OCR, planning, model load, prompt building and tokenisation, inference)
 with inference split by the engine's counters into prefill steps, decode steps and sampling (grammar masks
 included), the rest of it being grounding, validation and staging; and the publish, which is the wall time after
-the run's timings end.
+the run's timings end. Per request, TTFT, TPOT and end-to-end percentiles come from the run's manifest.
 """
 
 from __future__ import annotations
@@ -184,6 +184,7 @@ def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]
                     "prompt_tokens": stats.get("prompt_tokens"), "output_tokens": stats.get("output_tokens"),
                     "prefill_tokens_computed": stats.get("prefill_tokens_computed"),
                     "prefix_cache_hit_rate": stats.get("prefix_cache_hit_rate"),
+                    "request_latency_s": manifest.get("request_latency_s", {}),
                     "score": score(inputs, run_out),
                 })
             if label not in best or (row.get("documents_per_hour") or 0) > (best[label].get("documents_per_hour") or 0):
@@ -226,3 +227,7 @@ def render_real(results: dict[str, Any], console: Any) -> None:
         if r.get("time_split_s"):
             parts = ", ".join(f"{k} {v:.1f}" for k, v in r["time_split_s"].items() if v >= 0.05)
             console.print(f"[bold]{r['label']}[/bold] time split (s): {parts}")
+        if r.get("request_latency_s"):
+            parts = ", ".join(f"{k} " + "/".join(f"{v:.3g}" for v in q.values())
+                              for k, q in r["request_latency_s"].items())
+            console.print(f"[bold]{r['label']}[/bold] per request p50/p95/p99 (s, from submission): {parts}")

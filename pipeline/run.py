@@ -343,6 +343,7 @@ def _infer_all(cfg: RunConfig, stages: Stages, staging: Staging, record: RunReco
                 staging.write_part(res.bucket_id, {KIND_DATASET[res.kind]: _rows_table(res),
                                                    "errors": error_rows(res.errors, run_fields)})
                 record.tokens.update(prompt=res.prompt_tokens, output=res.output_tokens, cached=res.cached_tokens)
+                record.latencies.extend(res.latencies)
                 # what the bucket's steps and staging freed goes back (1-2 ms): a 600-window run's peak 1,449 ->
                 # 1,403 MiB with a 256M KV pool (docs/eval/bank-exports.md)
                 return_freed_memory(collect=False)

@@ -69,3 +69,12 @@ def test_the_time_split_accounts_for_the_whole_wall_time() -> None:
     assert split["infer: prefill steps (forward)"] + split["infer: decode steps (forward)"] == pytest.approx(15.0)
     assert split["infer: grounding, validation, staging"] == 2.0
     assert split["startup (imports, kernels, output checks)"] == 4.0
+
+
+def test_latency_percentiles_skip_requests_without_a_span() -> None:
+    from pipeline.output.manifest import latency_percentiles
+
+    got = latency_percentiles([(0.1, None, 0.1), (0.3, 0.02, 1.0), (0.2, 0.04, 2.0)])
+    assert got["ttft"]["p50"] == 0.2 and got["e2e"]["p50"] == 1.0
+    assert got["tpot"] == {"p50": 0.03, "p95": 0.039, "p99": 0.0398}
+    assert latency_percentiles([]) == {}

@@ -42,6 +42,13 @@ def test_pipeline_run_rows_identical_with_speculation(tmp_path: Path, capsys: py
                        "--model", str(demo_model_dir()), "--run-date", "2024-06-30", "--no-progress", *extra])
         assert rc == 0, capsys.readouterr().out
     plain, spec = _rows(outs["plain"]), _rows(outs["spec"])
+    from pipeline.output.manifest import latest_manifest
+
+    latency = latest_manifest(outs["plain"])["request_latency_s"]  # every request's spans, from the engine
+    assert set(latency) == {"ttft", "tpot", "e2e"}
+    for q in latency.values():
+        assert 0 < q["p50"] <= q["p95"] <= q["p99"]
+    assert latency["ttft"]["p50"] <= latency["e2e"]["p50"]
     assert plain.keys() == spec.keys() and plain["documents"]
     # Every row and value is identical; the model's log-probabilities of the emitted tokens agree to float32
     # rounding (a verify step computes a position in a different batch shape than a decode step).

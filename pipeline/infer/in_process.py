@@ -28,6 +28,9 @@ class BucketResult:
     output_tokens: int = 0
     cached_tokens: int = 0
     seconds: float = 0.0
+    # per request: time to first token, time per output token after it, end to end (seconds; None where the
+    # request has no such span), measured from its submission to the engine
+    latencies: list[tuple[float | None, float | None, float | None]] = field(default_factory=list)
 
 
 def _params(kind: str, max_tokens: int, document_text: str | None = None,
@@ -84,6 +87,8 @@ def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, 
     res.output_tokens += len(sample.token_ids)
     metrics = getattr(out, "metrics", None)
     res.cached_tokens += int(getattr(metrics, "num_cached_tokens", 0) or 0)
+    if metrics is not None:
+        res.latencies.append((metrics.ttft, metrics.tpot, metrics.e2e))
     verdict = validate_completion(kind=u.kind, row_id=u.row_id, source_file=u.source_file, n_rows=u.n_rows,
                                   text=sample.text, finish_reason=sample.finish_reason, error=out.error,
                                   max_tokens=item.max_tokens)

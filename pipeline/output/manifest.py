@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,6 +75,9 @@ class RunManifest(BaseModel):
     tokens: dict[str, int]
     timings_s: dict[str, float]
     throughput: dict[str, float]
+    # per request, from its submission to the engine (buckets run one after another): ttft, tpot and e2e, each
+    # {p50, p95, p99} in seconds over the requests that have that span
+    request_latency_s: dict[str, dict[str, float]] = Field(default_factory=dict)
     recovered_runs: list[str] = Field(default_factory=list)
 
 
@@ -127,6 +131,7 @@ class RunRecord:
     spooled_new_rows: int = 0  # those not published before
     spooled_sources: frozenset[str] = frozenset()
     tokens: Counter[str] = field(default_factory=Counter)
+    latencies: list[tuple[float | None, float | None, float | None]] = field(default_factory=list)  # ttft, tpot, e2e
     resumed_buckets: int = 0
     errors_known: list[dict[str, Any]] = field(default_factory=list)  # met again, already published: not restaged
 
@@ -217,6 +222,19 @@ def build_manifest(cfg: RunConfig, record: RunRecord, staging: Staging, llm: Any
                     "output_tokens_per_s": round(tokens["output"] / infer_s, 1) if tokens["output"] else 0.0,
                     "total_tokens_per_s": round((tokens["prompt"] + tokens["output"]) / infer_s, 1)
                     if tokens["output"] else 0.0},
+        request_latency_s=latency_percentiles(record.latencies),
         recovered_runs=record.recovered,
     )
     return m.model_dump(mode="json")
+
+
+def latency_percentiles(latencies: list[tuple[float | None, float | None, float | None]]
+                        ) -> dict[str, dict[str, float]]:
+    """{ttft|tpot|e2e: {p50, p95, p99}} over the requests that have each span (linear interpolation)."""
+    out: dict[str, dict[str, float]] = {}
+    for i, name in enumerate(("ttft", "tpot", "e2e")):
+        values = [v[i] for v in latencies if v[i] is not None]
+        if values:
+            q = np.percentile(np.asarray(values, dtype=np.float64), [50, 95, 99])
+            out[name] = {f"p{p}": round(float(x), 4) for p, x in zip((50, 95, 99), q)}
+    return out
