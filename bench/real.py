@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from eval.real_gold import SCORED_FIELDS, field_matches, load_gold_dir
-from pipeline.output.manifest import latest_manifest
+from pipeline.output.manifest import latest_manifest, manifest_paths
 from pipeline.output.sink import published_parts
 
 DOCUMENT_SUFFIXES = (".pdf", ".xml", ".html", ".htm", ".md", ".txt")
@@ -142,6 +142,60 @@ def _share(part: float, whole: float) -> float:
     return part / whole if whole > 0 else 0.0
 
 
+def _request_tokens(output_dir: Path) -> list[tuple[int, int]]:
+    """(prompt tokens, output tokens) of every request the run's model answered (documents, windows, sections)."""
+    out = []
+    for ds in ("documents", "account_windows", "filing_sections"):
+        for part in published_parts(output_dir, ds):
+            t = pq.read_table(part, columns=["prompt_tokens", "output_tokens"])
+            out += [(p, o) for p, o in zip(t.column(0).to_pylist(), t.column(1).to_pylist()) if o]
+    return out
+
+
+def real_floor(output_dir: Path, manifest: dict[str, Any], rates: dict[str, float]) -> dict[str, Any]:
+    """The floor of the run's inference (bench/floor.py's model: its requests' GEMM and attention FLOPs at the
+    measured peaks, against the decode reads at the measured bandwidth), with no credit for the prefix cache, and
+    the engine's step time as a multiple of it."""
+    # lazy: the engine's checkpoint reader and the floor model load only when a run is measured
+    from types import SimpleNamespace
+
+    from bench.floor import workload_floor
+    from bench.shapes import ModelShape
+    from engine.models.checkpoint import open_checkpoint
+
+    engine = manifest.get("engine_config") or {}
+    c = open_checkpoint(engine["model_dir"]).config
+    shape = ModelShape(name=Path(engine["model_dir"]).name, arch=c.family, hidden_size=c.hidden_size,
+                       num_layers=c.num_layers, num_heads=c.num_heads, num_kv_heads=c.num_kv_heads,
+                       intermediate_size=c.intermediate_size, vocab_size=c.vocab_size, head_dim=c.head_dim,
+                       tie_word_embeddings=c.tie_word_embeddings, qkv_bias=c.qkv_bias)
+    requests = [SimpleNamespace(prompt_token_ids=range(p), output_len=o) for p, o in _request_tokens(output_dir)]
+    floor = workload_floor(shape, SimpleNamespace(requests=requests), engine.get("dtype", "float32"),
+                           rates["int8_ops_per_s"], rates["dense_flops_per_s"], rates["read_bytes_per_s"]).to_dict()
+    stats = manifest.get("engine_stats") or {}
+    steps = float(stats.get("prefill_step_s", 0.0)) + float(stats.get("decode_step_s", 0.0))
+    return {**floor, "requests": len(requests), "engine_step_s": steps,
+            "x_floor": steps / floor["wall_s"] if floor["wall_s"] else None}
+
+
+def measure_rates(dtype: str) -> dict[str, float]:
+    """This machine's int8 and dense GEMM peaks and read bandwidth, now (as the standard workload measures them)."""
+    # lazy: torch and the rate probes load only when a run is measured
+    import torch
+
+    from bench.machine import (
+        measure_gemm_peak,
+        measure_int8_peak,
+        measure_read_bandwidth,
+    )
+
+    dense = measure_gemm_peak("cpu", getattr(torch, dtype))["flops_per_s"]
+    if dtype != "float32":  # any system may compute in float32: the floor takes the faster
+        dense = max(dense, measure_gemm_peak("cpu", torch.float32)["flops_per_s"])
+    return {"dense_flops_per_s": dense, "int8_ops_per_s": measure_int8_peak("cpu")["flops_per_s"],
+            "read_bytes_per_s": measure_read_bandwidth("cpu")["bytes_per_s"]}
+
+
 def run_pipeline(input_dir: Path, output_dir: Path, extra_args: list[str], log: Path,
                  timeout_s: float | None = None) -> tuple[float, int]:
     """`pipeline run` in a fresh process: (wall seconds, exit status)."""
@@ -175,8 +229,11 @@ def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]
             wall, rc = run_pipeline(input_dir, run_out, extra, out_dir / "logs" / f"{_slug(label)}-{attempt}.log",
                                     timeout_s)
             manifest = latest_manifest(run_out) if rc == 0 else None
-            row: dict[str, Any] = {"label": label, "args": extra, "exit_status": rc, "wall_s": round(wall, 2)}
+            row: dict[str, Any] = {"label": label, "args": extra, "exit_status": rc, "wall_s": round(wall, 2),
+                                   "output_dir": str(run_out)}
             if manifest is not None:
+                row["manifest_path"] = str(next(p for p in manifest_paths(run_out)
+                                                if json.loads(p.read_text())["run_key"] == manifest["run_key"]))
                 stats = manifest.get("engine_stats", {}) or {}
                 row.update({
                     "documents_per_hour": n_docs / wall * 3600,
@@ -189,6 +246,14 @@ def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]
                 })
             if label not in best or (row.get("documents_per_hour") or 0) > (best[label].get("documents_per_hour") or 0):
                 best[label] = row
+    measured = [r for r in best.values() if r.get("manifest_path")]
+    if measured:
+        manifest = json.loads(Path(measured[0]["manifest_path"]).read_text(encoding="utf-8"))
+        if (manifest.get("engine_config") or {}).get("device") == "cpu":
+            rates = measure_rates(manifest["engine_config"].get("dtype", "float32"))
+            for row in measured:
+                row["floor"] = real_floor(Path(row["output_dir"]), json.loads(
+                    Path(row["manifest_path"]).read_text(encoding="utf-8")), rates)
     base = next(iter(best.values()), None)
     for row in best.values():
         if base is not None and row.get("documents_per_hour") and base.get("documents_per_hour"):
@@ -227,6 +292,11 @@ def render_real(results: dict[str, Any], console: Any) -> None:
         if r.get("time_split_s"):
             parts = ", ".join(f"{k} {v:.1f}" for k, v in r["time_split_s"].items() if v >= 0.05)
             console.print(f"[bold]{r['label']}[/bold] time split (s): {parts}")
+        if r.get("floor"):
+            f = r["floor"]
+            console.print(f"[bold]{r['label']}[/bold] inference floor: {f['wall_s']:.1f} s for {f['requests']} "
+                          f"requests (compute {f['compute_s']:.1f} s, reads {f['memory_s']:.1f} s); engine steps "
+                          f"{f['engine_step_s']:.1f} s = {f['x_floor']:.2f}x the floor")
         if r.get("request_latency_s"):
             parts = ", ".join(f"{k} " + "/".join(f"{v:.3g}" for v in q.values())
                               for k, q in r["request_latency_s"].items())
