@@ -78,3 +78,29 @@ def test_latency_percentiles_skip_requests_without_a_span() -> None:
     assert got["ttft"]["p50"] == 0.2 and got["e2e"]["p50"] == 1.0
     assert got["tpot"] == {"p50": 0.03, "p95": 0.039, "p99": 0.0398}
     assert latency_percentiles([]) == {}
+
+
+def test_the_inference_floor_is_the_runs_own_requests_at_the_measured_rates(tmp_path: Path) -> None:
+    from bench.metrics import request_flops_split
+    from bench.real import real_floor
+    from pipeline.config import demo_model_dir
+
+    part = tmp_path / "documents" / "run_date=2026-12-06" / "part-0.parquet"
+    part.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"prompt_tokens": [100, 300, 50], "output_tokens": [20, 40, 0]}), part)
+    manifest = {"engine_config": {"model_dir": str(demo_model_dir()), "dtype": "float32"},
+                "engine_stats": {"prefill_step_s": 1.5, "decode_step_s": 2.5}}
+    rates = {"dense_flops_per_s": 1e11, "int8_ops_per_s": 2e11, "read_bytes_per_s": 1e10}
+    got = real_floor(tmp_path, manifest, rates)
+    assert got["requests"] == 2  # a row without output (an e-invoice read from its XML) was no request
+    from engine.models.checkpoint import open_checkpoint
+
+    c = open_checkpoint(demo_model_dir()).config
+    from bench.shapes import ModelShape
+
+    shape = ModelShape("demo", c.family, c.hidden_size, c.num_layers, c.num_heads, c.num_kv_heads,
+                       c.intermediate_size, c.vocab_size, c.head_dim, c.tie_word_embeddings, qkv_bias=c.qkv_bias)
+    gemm = sum(request_flops_split(shape, p, o)[0] for p, o in ((100, 20), (300, 40)))
+    assert got["gemm_flops"] == pytest.approx(gemm)
+    assert got["compute_s"] == pytest.approx(gemm / 2e11 + got["attention_flops"] / 1e11)
+    assert got["engine_step_s"] == 4.0 and got["x_floor"] == pytest.approx(4.0 / got["wall_s"])
