@@ -299,7 +299,7 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
     elif isinstance(parsed, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
         result = parsed.result
         if isinstance(result, PdfDocument) and result.ocr_pages:
-            if limits.ocr and engine() is not None:  # read later, with every other scan, over several workers
+            if limits.ocr and engine() is not None:  # read after the other files, with every scan (_read_scans)
                 out.ocr_pending.append(_PendingOcr(result, path, sha, size, state, entry, len(docs)))
                 docs.append(None)
                 return
