@@ -137,3 +137,32 @@ def test_a_broken_schema_costs_one_pipeline_row_not_its_bucket(monkeypatch):
     assert [e.row_id for e in res.errors] == ["d1"], [(e.row_id, e.message) for e in res.errors]
     assert "JSON schema" in res.errors[0].message
     assert sorted(r["row_id"] for r in res.rows) == ["d0", "d2"]
+
+
+def test_an_item_whose_answer_cannot_be_collected_is_an_error_row_not_lost(monkeypatch):
+    """Before, an item was taken off the pending list before its answer was collected: a failure while collecting
+    (here the row builder) left that item neither a row nor an error row, and the run unbalanced."""
+    from pathlib import Path
+
+    import pipeline.infer.in_process as run
+    from pipeline.plan.bucketing import prepare_requests
+    from pipeline.plan.work import WorkUnit
+
+    model = Path(__file__).resolve().parents[1] / "data" / "models" / "finextract-3m"
+    llm = LLM(model, dtype="float32")
+    units = [WorkUnit(row_id=f"d{i}", kind="document", source_files=[f"{i}.pdf"], text=t)
+             for i, t in enumerate(["Invoice INV-7 from Acme GmbH, total EUR 120.00.", "Receipt 8, total EUR 7.50."])]
+    prep = prepare_requests(units, llm.tokenizer, 512, {"document": 160, "window": 160})
+    make_row = run.output_row
+
+    def failing_for_d1(item, *args, **kwargs):
+        if item.unit.row_id == "d1":
+            raise KeyError("a field the row builder expected")
+        return make_row(item, *args, **kwargs)
+
+    monkeypatch.setattr(run, "output_row", failing_for_d1)
+    results = list(run.infer(llm, prep.buckets, run_fields={}))
+    rows = [r["row_id"] for res in results for r in res.rows]
+    errors = [(e.row_id, e.error_class) for res in results for e in res.errors]
+    assert sorted(rows + [rid for rid, _ in errors]) == ["d0", "d1"]
+    assert ("d1", "EngineError") in errors

@@ -61,8 +61,8 @@ def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progre
         pending = dict(enumerate(bucket.items))
         try:
             for out in llm.generate_stream([i.prompt_token_ids for i in bucket.items], params, progress=False):
-                item = pending.pop(out.index)
-                _collect(res, item, out, run_fields, llm.tokenizer)
+                _collect(res, pending[out.index], out, run_fields, llm.tokenizer)
+                del pending[out.index]  # only once collected: an item whose collection failed is an error row
                 if progress is not None:
                     progress.update(1, len(out.outputs[0].token_ids))
         except Exception as exc:  # an engine failure costs this bucket's unfinished items, not the run
@@ -87,8 +87,8 @@ def _collect(res: BucketResult, item: WorkItem, out: Any, run_fields: dict[str, 
     res.output_tokens += len(sample.token_ids)
     metrics = getattr(out, "metrics", None)
     res.cached_tokens += int(getattr(metrics, "num_cached_tokens", 0) or 0)
-    if metrics is not None:
-        res.latencies.append((metrics.ttft, metrics.tpot, metrics.e2e))
+    if metrics is not None:  # an engine's metrics carry the spans; other executors' outputs may not
+        res.latencies.append(tuple(getattr(metrics, k, None) for k in ("ttft", "tpot", "e2e")))  # type: ignore[arg-type]
     verdict = validate_completion(kind=u.kind, row_id=u.row_id, source_file=u.source_file, n_rows=u.n_rows,
                                   text=sample.text, finish_reason=sample.finish_reason, error=out.error,
                                   max_tokens=item.max_tokens)
