@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -157,8 +158,6 @@ def real_floor(output_dir: Path, manifest: dict[str, Any], rates: dict[str, floa
     measured peaks, against the decode reads at the measured bandwidth), with no credit for the prefix cache, and
     the engine's step time as a multiple of it."""
     # lazy: the engine's checkpoint reader and the floor model load only when a run is measured
-    from types import SimpleNamespace
-
     from bench.floor import workload_floor
     from bench.shapes import ModelShape
     from engine.models.checkpoint import open_checkpoint
@@ -183,6 +182,7 @@ def measure_rates(dtype: str) -> dict[str, float]:
     # lazy: torch and the rate probes load only when a run is measured
     import torch
 
+    # lazy: as above
     from bench.machine import (
         measure_gemm_peak,
         measure_int8_peak,
