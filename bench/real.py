@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from eval.real_gold import SCORED_FIELDS, field_matches, load_gold_dir
-from pipeline.output.manifest import latest_manifest, manifest_paths
+from pipeline.output.manifest import latest_manifest
 from pipeline.output.sink import published_parts
 
 DOCUMENT_SUFFIXES = (".pdf", ".xml", ".html", ".htm", ".md", ".txt")
@@ -221,6 +221,7 @@ def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]
     n_docs = sum(1 for i in inputs if i.source.suffix.lower() in DOCUMENT_SUFFIXES)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
     best: dict[str, dict[str, Any]] = {}
+    manifests: dict[str, dict[str, Any] | None] = {}  # the manifest of each label's best run
     for attempt in range(max(1, repeat)):
         for label, extra in configs.items():
             run_out = out_dir / "runs" / f"{_slug(label)}-{attempt}"
@@ -232,8 +233,6 @@ def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]
             row: dict[str, Any] = {"label": label, "args": extra, "exit_status": rc, "wall_s": round(wall, 2),
                                    "output_dir": str(run_out)}
             if manifest is not None:
-                row["manifest_path"] = str(next(p for p in manifest_paths(run_out)
-                                                if json.loads(p.read_text())["run_key"] == manifest["run_key"]))
                 stats = manifest.get("engine_stats", {}) or {}
                 row.update({
                     "documents_per_hour": n_docs / wall * 3600,
@@ -245,15 +244,12 @@ def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]
                     "score": score(inputs, run_out),
                 })
             if label not in best or (row.get("documents_per_hour") or 0) > (best[label].get("documents_per_hour") or 0):
-                best[label] = row
-    measured = [r for r in best.values() if r.get("manifest_path")]
-    if measured:
-        manifest = json.loads(Path(measured[0]["manifest_path"]).read_text(encoding="utf-8"))
-        if (manifest.get("engine_config") or {}).get("device") == "cpu":
-            rates = measure_rates(manifest["engine_config"].get("dtype", "float32"))
-            for row in measured:
-                row["floor"] = real_floor(Path(row["output_dir"]), json.loads(
-                    Path(row["manifest_path"]).read_text(encoding="utf-8")), rates)
+                best[label], manifests[label] = row, manifest
+    measured = [(best[label], m) for label, m in manifests.items() if m is not None]
+    if measured and (measured[0][1].get("engine_config") or {}).get("device") == "cpu":
+        rates = measure_rates(measured[0][1]["engine_config"].get("dtype", "float32"))
+        for row, manifest in measured:  # each run's output folder is its own: one manifest in it
+            row["floor"] = real_floor(Path(row["output_dir"]), manifest, rates)
     base = next(iter(best.values()), None)
     for row in best.values():
         if base is not None and row.get("documents_per_hour") and base.get("documents_per_hour"):

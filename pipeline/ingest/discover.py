@@ -298,12 +298,10 @@ def _ingest_one(path: Path, rel: str, reader: _Reader, out: _Collected) -> None:
         file_error(parsed.error_class, parsed.message)
     elif isinstance(parsed, ParsedPdf):  # a PDF, or a standalone e-invoice XML read as a document
         result = parsed.result
-        if isinstance(result, PdfDocument) and result.ocr_pages:
-            if limits.ocr and engine() is not None:  # read after the other files, with every scan (_read_scans)
-                out.ocr_pending.append(_PendingOcr(result, path, sha, size, state, entry, len(docs)))
-                docs.append(None)
-                return
-            result = _with_ocr(result, path, rel, sha, size, limits, worker)  # says why it was not read
+        if isinstance(result, PdfDocument) and result.ocr_pages:  # read after the other files (_read_scans)
+            out.ocr_pending.append(_PendingOcr(result, path, state, entry, len(docs)))
+            docs.append(None)
+            return
         _add_document(out, entry, result)
     else:
         if parsed.question is not None:
@@ -355,10 +353,8 @@ class _PendingOcr:
 
     doc: PdfDocument
     path: Path
-    sha: str
-    size: int
-    state: tuple[int, int, int] | None
-    entry: dict
+    state: tuple[int, int, int] | None  # as hashed (`_state`)
+    entry: dict  # its file entry: name, hash and size
     index: int
 
 
@@ -379,7 +375,8 @@ def _read_scans(out: _Collected, reader: _Reader, progress: bool = False) -> Non
     def read(job: _PendingOcr) -> PdfDocument | ErrorRecord:
         worker = idle.get()
         try:
-            return _with_ocr(job.doc, job.path, job.entry["source_file"], job.sha, job.size, reader.limits, worker)
+            e = job.entry
+            return _with_ocr(job.doc, job.path, e["source_file"], e["sha256"], e["size_bytes"], reader.limits, worker)
         finally:
             idle.put(worker)
 
