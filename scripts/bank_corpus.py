@@ -29,6 +29,9 @@ _NOT_LOGS = {"examples/self-tracking/a.tsv", "examples/self-tracking/c.tsv", "ex
              "examples/csv/cctax/rotki/address_book_entries.csv", "examples/csv/cctax/rotki/blockchain-accounts.csv",
              "tests/test_files/invalid.txt"}
 _NOT_TX_ERRORS = ("SummaryRow", "NotATransaction")
+# Files the ingest names as no log format at all (ledger journals, rules, scripts, images, licences, hidden files
+# in the fixture folders): counted apart, not as exports.
+_NOT_EXPORT_FORMAT = ("UnsupportedFormat", "Skipped")
 
 
 def expected_records(path: Path) -> int | None:
@@ -50,6 +53,8 @@ def classify(r: dict[str, Any]) -> str:
     first = r["first_error"]
     if r["status"] == "duplicate":
         return "duplicate"
+    if first and first[0] in _NOT_EXPORT_FORMAT:
+        return "not an export"
     if r["expected"] == 0 or r["file"] in _NOT_LOGS or (first and (first[0] == "EmptyTable" or "empty file" in first[1])):
         return "no transactions"
     if r["rows"] > 0 and r["tx_errors"] == 0 and r["accounted"]:
@@ -103,18 +108,21 @@ def main() -> None:
               if repo.is_dir()}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str))
-    print("| repository | files | duplicates | without transactions | exports | read | partly read | error rows |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    print("| repository | files | not an export format | duplicates | without transactions | exports | read | "
+          "partly read | error rows |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     total: collections.Counter[str] = collections.Counter()
     for repo, rows in result.items():
         c = collections.Counter(classify(r) for r in rows)
         c["files"] = len(rows)
-        c["exports"] = len(rows) - c["duplicate"] - c["no transactions"]
+        c["exports"] = len(rows) - c["duplicate"] - c["no transactions"] - c["not an export"]
         total.update(c)
-        print(f"| {repo.replace('+', '/')} | {c['files']} | {c['duplicate']} | {c['no transactions']} | "
+        print(f"| {repo.replace('+', '/')} | {c['files']} | {c['not an export']} | {c['duplicate']} | "
+              f"{c['no transactions']} | "
               f"{c['exports']} | {c['read']} | {c['partly read']} | {c['error']} |")
     share = total["read"] / total["exports"] if total["exports"] else 0.0
-    print(f"| **all** | {total['files']} | {total['duplicate']} | {total['no transactions']} | {total['exports']} | "
+    print(f"| **all** | {total['files']} | {total['not an export']} | {total['duplicate']} | "
+          f"{total['no transactions']} | {total['exports']} | "
           f"{total['read']} ({share:.0%}) | {total['partly read']} | {total['error']} |")
     if args.failures:
         for repo, rows in result.items():

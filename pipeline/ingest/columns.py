@@ -62,6 +62,8 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "rekening", "konto", "kontonummer", "account iban",
     ),
 }
+# A line that sums the ones above it (a totals row, not a transaction).
+TOTAL_LABEL = re.compile(r"(?i)\b(total|totals|subtotal|summe|gesamt|totaal|totale|итого|всего)\b")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 

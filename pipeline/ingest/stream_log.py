@@ -20,6 +20,7 @@ from pipeline.ingest.profiles import BankProfile, profile_for
 from pipeline.ingest.tabular import NotATable, RawTable, parse_delimited
 from pipeline.ingest.text_lines import physical_lines
 from pipeline.ingest.transactions import (
+    NO_DATA_ROWS,
     TransactionFile,
     bad_record_errors,
     jsonl_record,
@@ -135,7 +136,7 @@ def stream_transactions(path: str | Path, source_file: str, sha: str, spool: str
     else:
         table, records = _delimited(path, head, source_file, sha, profiles)
     if not table.rows:
-        raise NotATable("no data rows")
+        raise NotATable(NO_DATA_ROWS)
     layout = table_layout(table, source_file, sha, default_currency)
     out = TransactionFile(details={**layout.details, "streamed": {"head_bytes": len(head), "batch_rows": batch_rows}})
     written = 0

@@ -23,8 +23,14 @@ import pyarrow.parquet as pq
 from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import stable_id
 from pipeline.ingest import formats
-from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
-from pipeline.ingest.formats.statement import Statement, canonical_rows
+from pipeline.ingest.columns import (
+    TOTAL_LABEL,
+    ColumnMatch,
+    match_columns,
+    normalise_header,
+)
+from pipeline.ingest.formats import text_statement
+from pipeline.ingest.formats.statement import Statement, canonical_rows, require_entries
 from pipeline.ingest.infer_columns import complete_roles, direction_marks
 from pipeline.ingest.layout_question import (
     LayoutQuestion,
@@ -290,7 +296,9 @@ def _epoch_dates(values: list[Any]) -> tuple[list[Any], str | None]:
 # ---------------------------------------------------------------- mapping to canonical rows
 
 # Exports often end with a totals line ("Transactions Total", "Summe", "Итого"); it stays an error row, named so.
-_TOTAL_LABEL = re.compile(r"(?i)\b(total|totals|subtotal|summe|gesamt|totaal|totale|итого|всего)\b")
+
+
+NO_DATA_ROWS = "no data rows"
 
 
 def _row_error(sha: str, source_file: str, line: int, cls: str, msg: str) -> ErrorRecord:
@@ -530,7 +538,7 @@ def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: Transaction
                 "source_row": int(line),
             })
         except ValueError as exc:
-            if _TOTAL_LABEL.search(" ".join(str(c) for c in rec if isinstance(c, str))):
+            if TOTAL_LABEL.search(" ".join(str(c) for c in rec if isinstance(c, str))):
                 out.errors.append(_row_error(sha, source_file, line, "SummaryRow",
                                              f"a totals line, not a transaction ({exc})"))
             elif not _holds_date_or_amount(rec, lo.date_cols, money_cols, lo.decimal_comma):
@@ -558,7 +566,9 @@ def bad_record_errors(sha: str, source_file: str, bad: list[tuple[int, str]]) ->
 def _statement_file(statement: Statement, source_file: str, sha: str, default_currency: str | None) -> TransactionFile:
     rows, bad = canonical_rows(statement, source_file, default_currency, PurePosixPath(source_file).stem)
     out = TransactionFile(rows=rows, n_records=statement.n_records)
-    out.errors = bad_record_errors(sha, source_file, bad)
+    out.errors = sorted(bad_record_errors(sha, source_file, bad) + [
+        _row_error(sha, source_file, row, "NotATransaction", reason) for row, reason in statement.not_transactions],
+        key=lambda e: e.source_row or 0)
     out.details = {"format": statement.format, "source_row": statement.row_unit, "notes": statement.notes}
     return out
 
@@ -595,7 +605,7 @@ def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_cur
 def unreadable_log(exc: NotATable, data: bytes, source_file: str, sha: str, ask: bool) -> TransactionFile:
     """The file-level error of a log no layout fits, with the layout question for the model where detection
     left one open (`ask`: a delimited log no bank profile names; the error stands unless the answer holds)."""
-    cls = "EmptyTable" if str(exc) == "no data rows" else "UnrecognisedTable"
+    cls = "EmptyTable" if str(exc) == NO_DATA_ROWS else "UnrecognisedTable"
     err = ErrorRecord(row_id=file_unit_id(sha, source_file), unit=Unit.FILE, source_file=source_file,
                       stage=Stage.INGEST, error_class=cls, message=f"not a transaction log we can read: {exc}",
                       n_rows=0)
@@ -662,9 +672,15 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
             delimited_unprofiled = profile is None
             table = parse_delimited(data, profile)
         if not table.rows and not pre_errors:
-            raise NotATable("no data rows")
+            raise NotATable(NO_DATA_ROWS)
         result = map_table(table, source_file, sha, default_currency)
     except NotATable as exc:
+        if delimited_unprofiled and str(exc) != NO_DATA_ROWS:
+            try:  # text that no delimited layout fits may be a statement laid out in columns
+                return _statement_file(require_entries(text_statement.read(data)), source_file, sha,
+                                       default_currency)
+            except NotATable as not_text:
+                exc = NotATable(f"{exc}; nor a laid-out text statement: {not_text}")
         return unreadable_log(exc, data, source_file, sha, ask=delimited_unprofiled)
     bad = bad_record_errors(sha, source_file, table.bad_records)
     result.errors = sorted(pre_errors + bad + result.errors, key=lambda e: e.source_row or 0)

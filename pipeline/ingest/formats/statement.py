@@ -39,11 +39,12 @@ class Statement:
     row_unit: str  # what source_row counts in this file, e.g. "line" or "transaction record"
     entries: list[Entry] = field(default_factory=list)
     bad: list[tuple[int, str]] = field(default_factory=list)
+    not_transactions: list[tuple[int, str]] = field(default_factory=list)  # records that book nothing of their own
     notes: list[str] = field(default_factory=list)
 
     @property
     def n_records(self) -> int:
-        return len(self.entries) + len(self.bad)
+        return len(self.entries) + len(self.bad) + len(self.not_transactions)
 
 
 def as_utc(value: date | datetime) -> datetime:
