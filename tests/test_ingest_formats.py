@@ -91,6 +91,25 @@ def test_qfx_with_an_ofx2_xml_header_reads_the_same() -> None:
                                                                  Decimal("-4.90")]
 
 
+def test_ofx2_xml_with_letters_past_ascii_reads_them() -> None:
+    """ofxparse reads anything but an SGML-declared encoding as ASCII: an OFX 2 export with an umlaut failed whole."""
+    body = OFX_SGML.split("<OFX>", 1)[1].replace("Stadtwerke Musterstadt", "Stadtwerke Müllheim")
+    xml = '<?xml version="1.0" encoding="UTF-8"?>\n<?OFX OFXHEADER="200" VERSION="202"?>\n<OFX>' + body
+    tf = _read(xml, "export.ofx")
+    assert not tf.errors and tf.rows[0]["counterparty"] == "Stadtwerke Müllheim"
+    latin = OFX1_HEADER + "<OFX>" + body.replace("ACME GmbH", "Café Noël")
+    tf = _read(latin.encode("cp1252"), "export.ofx")  # CHARSET:1252, as the header says
+    assert not tf.errors and tf.rows[1]["counterparty"] == "Café Noël"
+
+
+def test_ofx_with_a_comment_before_its_header_and_self_closed_empty_elements() -> None:
+    text = ("<!-- exported by a converter\n-->\n" + OFX_SGML.replace("<DTSTART>20240301<DTEND>20240331",
+                                                                    "<DTSTART /><DTEND/>"))
+    tf = _read(text, "export.ofx")
+    assert not tf.errors and len(tf.rows) == 3
+    assert [r["source_row"] for r in tf.rows] == [_line_of(text, f"<FITID>T-000{i}") for i in (1, 2, 3)]
+
+
 def test_ofx_booking_dates_keep_the_statement_date_whatever_its_zone() -> None:
     text = (OFX_SGML.replace("<DTPOSTED>20240305120000", "<DTPOSTED>20240301000000[+1:CET]")
             .replace("<DTPOSTED>20240315", "<DTPOSTED>20240315235959.000[-5:EST]"))

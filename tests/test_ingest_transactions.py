@@ -209,3 +209,50 @@ def test_the_decimal_mark_is_read_per_value_with_the_column_as_hint(raw: str, co
     from pipeline.ingest.values import parse_amount
 
     assert parse_amount(raw, column_comma)[0] == Decimal(expected)
+
+
+def test_compound_header_words_and_a_bare_booking_column_name_the_date() -> None:
+    """German, Dutch and Nordic headers join a qualifier to the head word ('Wertstellungsdatum'); ING Germany heads
+    its booking dates 'Buchung'. Both found no header before."""
+    text = ("Umsatzanzeige;Datei erstellt am: 28.12.2018 16:57\n\nIBAN;DE89 3704 0044 0532 0130 00\n"
+            "Zeitraum;01.12.2018 - 28.12.2018\nSaldo;150,00;EUR\n\nSortierung;Datum absteigend\n\n"
+            "In der CSV-Datei finden Sie alle bereits gebuchten Umsätze.\n\n"
+            "Buchung;Wertstellungsdatum;Auftraggeber/Empfänger;Buchungstext;Verwendungszweck;Saldo;Währung;Betrag;"
+            "Währung\n"
+            "28.12.2018;27.12.2018;Stadtwerke;Lastschrift;Abschlag;150,00;EUR;-5,50;EUR\n"
+            "21.12.2018;21.12.2018;Karl Karlsen;Gutschrift;Miete;155,50;EUR;50,00;EUR\n")
+    out = _read(text, "umsaetze.csv", encoding="cp1252")
+    assert not out.errors
+    assert [(r["timestamp"].date().isoformat(), r["amount"], r["currency"], r["counterparty"]) for r in out.rows] == [
+        ("2018-12-28", Decimal("-5.5000"), "EUR", "Stadtwerke"), ("2018-12-21", Decimal("50.0000"), "EUR",
+                                                                   "Karl Karlsen")]
+
+
+def test_italian_debit_and_credit_columns() -> None:
+    text = ("Data;Valuta;Addebiti;Accrediti;Descrizione operazioni\n"
+            "03/01/18;03/01/18;2,90;;IMPOSTA DI BOLLO\n"
+            "15/01/18;15/01/18;;1.250,00;BONIFICO STIPENDIO\n")
+    out = _read(text, "movimenti.csv", default_currency="EUR")
+    assert not out.errors
+    assert [r["amount"] for r in out.rows] == [Decimal("-2.9000"), Decimal("1250.0000")]
+
+
+def test_an_opening_balance_line_is_a_summary_row() -> None:
+    text = ("Data;Valuta;Addebiti;Accrediti;Descrizione operazioni\n"
+            "31/12/17;;;26.851,95|;SALDO INIZIALE\n"
+            "03/01/18;03/01/18;2,90;;IMPOSTA DI BOLLO\n")
+    out = _read(text, "movimenti.csv", default_currency="EUR")
+    assert [r["amount"] for r in out.rows] == [Decimal("-2.9000")]
+    assert [(e.error_class, e.source_row) for e in out.errors] == [("SummaryRow", 2)]
+    assert "opening or closing balance" in out.errors[0].message
+
+
+def test_two_compounds_of_the_amount_word_leave_the_amount_open() -> None:
+    """'Originalbetrag' (in the card's foreign currency) and 'Buchungsbetrag' (booked): the shared head word alone
+    cannot choose, so the file says so instead of taking the first."""
+    text = ("Belegdatum;Buchungsdatum;Originalbetrag;Originalwährung;Buchungsbetrag;Buchungswährung;Beschreibung\n"
+            "20.02.18;21.02.18;-5,00;USD;-4,10;EUR;STARBUCKS NEW YORK\n"
+            "22.02.18;23.02.18;-12,00;EUR;-12,00;EUR;BAHN\n")
+    out = _read(text, "umsatz.csv")
+    assert out.rows == []
+    assert "could each hold the amount" in out.errors[0].message

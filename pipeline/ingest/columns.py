@@ -21,7 +21,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "date comptable", "fecha", "fecha operacion", "data", "data operazione", "data operacji", "datum provedeni",
         "datum zauctovani", "dagtekening", "boekdatum", "transactiedatum", "datum transakcije", "дата операции",
         "дата", "дата проводки", "дата транзакции", "konyvelesi datum", "tranzakcio datuma", "datum transakce",
-        "wertstellung", "valutadatum", "value date", "valuta date", "date valeur", "дата обработки",
+        "wertstellung", "valutadatum", "value date", "valuta date", "date valeur", "дата обработки", "buchung",
     ),
     "amount": (
         "amount", "betrag", "umsatz", "bedrag", "montant", "importe", "importo", "kwota", "castka", "zauctovana castka",
@@ -31,10 +31,12 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "debit": (
         "debit", "debet", "soll", "withdrawal", "withdrawals", "paid out", "money out", "ausgang", "belastung",
         "lastschrift", "debit amount", "списания", "списание", "расход", "terheles", "uitgaven", "af", "debito", "cargo",
+        "addebiti", "addebito", "uscite", "dare", "obciazenia",
     ),
     "credit": (
         "credit", "haben", "deposit", "deposits", "paid in", "money in", "eingang", "gutschrift", "credit amount",
         "поступления", "поступление", "приход", "jovairas", "inkomsten", "bij", "credito", "abono",
+        "accrediti", "accredito", "entrate", "avere", "uznania",
     ),
     "currency": (
         "currency", "waehrung", "wahrung", "munt", "devise", "moneda", "divisa", "waluta", "mena", "mena uctu", "ccy",
@@ -64,6 +66,11 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 }
 # A line that sums the ones above it (a totals row, not a transaction).
 TOTAL_LABEL = re.compile(r"(?i)\b(total|totals|subtotal|summe|gesamt|totaal|totale|итого|всего)\b")
+# A line that states an account's balance at the start or end of the export (Italian, Spanish/Portuguese, French,
+# English, German, Dutch), not a movement.
+BALANCE_LINE = re.compile(r"(?i)\b(saldo\s+(iniziale|finale|inicial|final|anterior|contabile)|solde\s+(initial|final)|"
+                          r"(opening|closing|starting|ending)\s+balance|balance\s+(brought|carried)\s+forward|"
+                          r"anfangssaldo|endsaldo|beginsaldo|eindsaldo)\b")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 
@@ -108,16 +115,21 @@ class ColumnMatch:
 # for cells no synonym matches, after every exact match. 'value' is left out: 'Value Date' is a date.
 _ROLE_WORDS = {role: frozenset(normalise_header(n) for n in SYNONYMS[role] if " " not in n) - {"value", "data"}
                for role in ("date", "amount", "currency")}
+# The heads of compound words that name a role ('Wertstellungsdatum', 'Umsatzbetrag', 'Transactiebedrag'): German,
+# Dutch and Nordic headers join the qualifier to the head word, so no synonym list can hold them all.
+_COMPOUND_HEADS = {role: frozenset(w for w in words if len(w) >= 5) for role, words in _ROLE_WORDS.items()}
 _UNIT_IN_PARENS = re.compile(r"^(.*?)\s*[\(\[]\s*([^\w\s]{1,3}|[A-Za-z]{3})\s*[\)\]]\s*$")  # 'Amount ($)'
 _WORD_RANK = 1000  # below every synonym
 
 
 def match_columns(header: list[str]) -> ColumnMatch:
     """Assign roles to header cells by synonym; each column gets at most one role. A cell no synonym names takes
-    the role a word of it names (date, amount, currency), ranked after the exact matches."""
+    the role a word of it names (date, amount, currency), or the head of a compound word names, ranked after the
+    exact matches."""
     ranked: dict[str, list[tuple[int, int]]] = {}
     header_currency = None
     by_word: set[int] = set()
+    compound: dict[str, list[int]] = {}
     for idx, cell in enumerate(header):
         norm = normalise_header(cell)
         hit = _INDEX.get(norm)
@@ -130,11 +142,20 @@ def match_columns(header: list[str]) -> ColumnMatch:
             words = set(re.sub(r"[()\[\]]", " ", norm).split())
             hit = next(((role, _WORD_RANK) for role in ("date", "amount", "currency") if words & _ROLE_WORDS[role]),
                        None)
+            if hit is None and " " not in norm:
+                hit = next(((role, _WORD_RANK + 1) for role in ("date", "amount", "currency")
+                            if any(norm.endswith(h) and len(norm) >= len(h) + 3 for h in _COMPOUND_HEADS[role])), None)
+                if hit is not None:
+                    compound.setdefault(hit[0], []).append(idx)
             if hit is not None:
                 by_word.add(idx)
         if hit is None:
             continue
         role, rank = hit
         ranked.setdefault(role, []).append((rank, idx))
-    roles = {role: [i for _, i in sorted(v)] for role, v in ranked.items()}
+    for role in ("amount", "currency"):  # 'Originalbetrag' and 'Buchungsbetrag': the head alone cannot choose
+        if len(compound.get(role, ())) > 1:
+            ranked[role] = [(rank, i) for rank, i in ranked[role] if i not in compound[role]]
+            by_word -= set(compound[role])
+    roles = {role: [i for _, i in sorted(v)] for role, v in ranked.items() if v}
     return ColumnMatch(roles=roles, header_currency=header_currency, by_word=frozenset(by_word))

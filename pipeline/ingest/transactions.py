@@ -24,6 +24,7 @@ from pipeline.errors import ErrorRecord, Stage, Unit
 from pipeline.identity import stable_id
 from pipeline.ingest import formats
 from pipeline.ingest.columns import (
+    BALANCE_LINE,
     TOTAL_LABEL,
     ColumnMatch,
     match_columns,
@@ -538,9 +539,12 @@ def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: Transaction
                 "source_row": int(line),
             })
         except ValueError as exc:
-            if TOTAL_LABEL.search(" ".join(str(c) for c in rec if isinstance(c, str))):
+            if TOTAL_LABEL.search(words := " ".join(str(c) for c in rec if isinstance(c, str))):
                 out.errors.append(_row_error(sha, source_file, line, "SummaryRow",
                                              f"a totals line, not a transaction ({exc})"))
+            elif BALANCE_LINE.search(words):
+                out.errors.append(_row_error(sha, source_file, line, "SummaryRow",
+                                             f"an opening or closing balance, not a transaction ({exc})"))
             elif not _holds_date_or_amount(rec, lo.date_cols, money_cols, lo.decimal_comma):
                 out.errors.append(_row_error(sha, source_file, line, "NotATransaction",
                                              f"line {line} holds no date and no amount: a note or footer, not a "

@@ -13,7 +13,7 @@ from collections import Counter
 from decimal import Decimal
 
 from pipeline.ingest.formats.statement import Entry, Statement, clean, require_entries
-from pipeline.ingest.tabular import NotATable
+from pipeline.ingest.tabular import NotATable, decode_candidates
 from pipeline.ingest.text_lines import line_numbers
 
 SUFFIXES = frozenset({".ofx", ".qfx"})
@@ -38,18 +38,51 @@ def _fitid_lines(text: str) -> dict[str, int]:
     return {k: v for k, v in lines.items() if seen[k] == 1}
 
 
-_EMPTY_CLOSED = re.compile(rb"<([A-Za-z0-9.]+)>\s*</\1>")
+_EMPTY_CLOSED = re.compile(rb"<([A-Za-z0-9.]+)>\s*</\1>|<[A-Za-z0-9.]+\s*/>|<!--.*?-->", re.DOTALL)
 _OPEN_TAG = re.compile(rb"<([A-Za-z0-9.]+)>(\s*)(?=<)")
 
 
 def repair_empty_tags(data: bytes) -> bytes:
     """OFX with its empty elements removed. OFX 1.x (SGML) leaves leaf elements unclosed, and exporters write
-    empty ones (`<NAME><MEMO>x`, `<ORG><FID>`, `<name></name>`) that ofxparse cannot read (an IndexError, or the
-    transaction dropped as 'Empty transaction name'). An element is a leaf when the file never closes it; an empty
-    leaf says nothing, so dropping it loses nothing. Written here because no maintained OFX reader repairs them."""
+    empty ones (`<NAME><MEMO>x`, `<ORG><FID>`, `<name></name>`, `<DTSTART />`) that ofxparse cannot read (an
+    IndexError, or the transaction dropped as 'Empty transaction name'). An element is a leaf when the file never
+    closes it; an empty leaf says nothing, so dropping it loses nothing; comments go too (one before the header
+    hides it from ofxparse). Written here because no maintained OFX reader repairs them."""
     data = _EMPTY_CLOSED.sub(lambda m: b"\n" * m.group(0).count(b"\n"), data)  # line numbers stay as they were
     closed = {m.upper() for m in re.findall(rb"</([A-Za-z0-9.]+)>", data)}
     return _OPEN_TAG.sub(lambda m: m.group(0) if m.group(1).upper() in closed else m.group(2), data)
+
+
+_SGML_HEADER = re.compile(rb"(?im)^\s*(ENCODING|CHARSET)\s*:\s*([A-Za-z0-9-]+)")
+_XML_ENCODING = re.compile(rb"<\?xml[^>]*encoding=[\"']([A-Za-z0-9_.-]+)")
+
+
+def _declared_encoding(head: bytes) -> str | None:
+    """The encoding an OFX file declares: its SGML header (ENCODING:UTF-8, or USASCII with CHARSET:1252 / 8859-1)
+    or its XML declaration."""
+    if m := _XML_ENCODING.search(head):
+        return m.group(1).decode()
+    fields = {k.upper(): v.upper() for k, v in _SGML_HEADER.findall(head)}
+    if fields.get(b"ENCODING") in (b"UTF-8", b"UNICODE"):
+        return "utf-8"
+    charset = fields.get(b"CHARSET", b"NONE")
+    return {b"8859-1": "iso-8859-1", b"NONE": None}.get(charset, "cp" + charset.decode())
+
+
+def ascii_body(data: bytes) -> bytes:
+    """The file with every character past ASCII written as an XML character reference. ofxparse takes the
+    encoding only from an SGML header at the very start of the file and reads everything else as ASCII, so an OFX 2
+    (XML) file, or an OFX 1 file after a comment, fails on its first accented letter; its HTML parser turns the
+    references back into the letters. The text is decoded as the file declares, else as `decode_candidates`
+    ranks it."""
+    if data.isascii():
+        return data
+    declared = _declared_encoding(data[:4096])
+    try:
+        text = data.decode(declared) if declared else decode_candidates(data)[0][1]
+    except (LookupError, UnicodeDecodeError):
+        text = decode_candidates(data)[0][1]
+    return text.encode("ascii", "xmlcharrefreplace")
 
 
 _TRANSACTION = re.compile(rb"<STMTTRN>(.*?)</STMTTRN>", re.IGNORECASE | re.DOTALL)
@@ -105,7 +138,7 @@ def read(data: bytes) -> Statement:
         def parseOfxDateTime(cls, ofxDateTime):  # type: ignore[no-untyped-def]  # noqa: N802, N803 (its API)
             return super().parseOfxDateTime(_TZ_SUFFIX.sub("", ofxDateTime.strip()))
 
-    data = close_leaf_tags(with_line_ids(repair_empty_tags(data)))
+    data = close_leaf_tags(with_line_ids(repair_empty_tags(ascii_body(data))))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
