@@ -21,8 +21,8 @@ from typing import Any
 
 from pipeline.ingest.discover import ingest
 
-# Project files and documentation in those repositories, not exports.
-_NOT_EXPORT = re.compile(r"(\.beancount|\.conf|requirements\.txt|\.pdf|\.yml|\.py|\.md)$", re.I)
+# Project files, documentation and importer configuration (hledger's CSV rules) in those repositories, not exports.
+_NOT_EXPORT = re.compile(r"(\.beancount|\.conf|\.rules|requirements\.txt|\.pdf|\.yml|\.py|\.md)$", re.I)
 # Fixtures that are not transaction logs although they are tables (address books, account lists, a deliberately
 # invalid file): counted under "without transactions". Named here because only reading them tells.
 _NOT_LOGS = {"examples/self-tracking/a.tsv", "examples/self-tracking/c.tsv", "examples/self-tracking/d.csv",
