@@ -5,7 +5,8 @@ the lines below.
 No library reads this: ofxstatement's plugins each hard-code one bank's character positions. Here the page itself
 says where things are: the header row's words (the column-name synonyms of delimited logs) give each money
 column its role by position (debit, credit, amount, balance), a debit/credit mark beside an amount (Af/Bij, CR/DR)
-gives its sign, and dates printed without a year take it from the statement's own date. A file that does not bear
+gives its sign, and dates printed without a year take the year that places them in the span the statement's heading
+prints. Tried on text that no delimited layout fits (never chosen by name). A file that does not bear
 such a reading out (no dated lines with amounts, an order of day and month nothing decides, unsigned amounts with no
 column or mark to sign them) is no text statement, and its error says which.
 """
@@ -26,8 +27,6 @@ from pipeline.ingest.statement_tables import statement_currency
 from pipeline.ingest.tabular import NotATable, decode_candidates
 from pipeline.ingest.values import detect_decimal_comma, iban_currency, parse_amount
 
-SUFFIXES: frozenset[str] = frozenset()  # never chosen by name: tried on text that no delimited layout fits
-
 # A date opening a line: day and month numeric with an optional year, a day and a month name (any language
 # babel knows), or ISO.
 _NUMERIC = re.compile(r"(?P<a>\d{1,2})(?P<sep>[./-])(?P<b>\d{1,2})(?:(?P=sep)(?P<y>\d{4}|\d{2}))?(?=\s|$)")
@@ -36,7 +35,8 @@ _DATE_IN_TEXT = re.compile(r"(?<![\w/.-])" + _NUMERIC.pattern)  # a date standin
 _ISO = re.compile(r"(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?=\s|$)")
 # An amount with two decimals, thousands grouped by one space, point, comma or apostrophe (never by a run of
 # spaces: that separates columns), a sign before ("- 500,00") or after, a CR/DR mark glued to it.
-_MONEY = re.compile(r"(?<![\w.,/:'-])(?:(?P<lead>(?:(?<=\s)|^)[-+]) ?)?(?P<num>\d{1,3}(?:[ .,'\u00a0]\d{3})+[.,]\d{2}|\d+[.,]\d{2})"
+_MONEY = re.compile(r"(?<![\w.,/:'-])(?:(?P<lead>(?:(?<=\s)|^)[-+]) ?)?"
+                    r"(?P<num>\d{1,3}(?:[ .,'\u00a0]\d{3})+[.,]\d{2}|\d+[.,]\d{2})"
                     r"(?P<trail>[-+])?(?P<glued>CR|DR|Cr|Dr)?(?![\w.,/])")
 _MARK_AFTER = re.compile(r"\s{1,12}(?P<mark>[A-Za-z]{1,4})(?=\s|$)")  # '7,99      Af'
 _MARKS = {m: sign for debit, credit in DIRECTION_MARKS for sign, marks in ((-1, debit), (1, credit))
@@ -379,8 +379,8 @@ def read(data: bytes) -> Statement:
     heading = _full_dates("\n".join(text.splitlines()[:lines[0].number - 1]), day_first)
     end = max(heading) if heading else max(_full_dates(text, day_first), default=None)
     start = min(heading) if heading else None
-    period = _Period(start if end is not None and start is not None and timedelta(0) < end - start <= timedelta(days=400)
-                     else None, end)
+    spans_dates = end is not None and start is not None and timedelta(0) < end - start <= timedelta(days=400)
+    period = _Period(start if spans_dates else None, end)
     comma = detect_decimal_comma([t.value_text for ln in lines for t in ln.money])
     main = _main_amount_column(lines)
     headers = list({id(ln.header): ln.header for ln in lines if ln.header is not None}.values())
