@@ -256,3 +256,19 @@ def test_two_compounds_of_the_amount_word_leave_the_amount_open() -> None:
     out = _read(text, "umsatz.csv")
     assert out.rows == []
     assert "could each hold the amount" in out.errors[0].message
+
+
+def test_a_currency_code_after_a_money_columns_name_is_the_files_currency() -> None:
+    text = ('"Date";"Booking text";"Debit CHF";"Credit CHF";"Value date";"Balance CHF"\n'
+            '"01.01.2024";"Credit salary";"";"5000.00";"01.01.2024";"5000.00"\n'
+            '"05.01.2024";"Debit TWINT: Test Merchant";"25.50";"";"05.01.2024";"4974.50"\n')
+    out = _read(text, "konto.csv")
+    assert not out.errors
+    assert [(r["amount"], r["currency"], r["description"]) for r in out.rows] == [
+        (Decimal("5000.0000"), "CHF", "Credit salary"), (Decimal("-25.5000"), "CHF", "Debit TWINT: Test Merchant")]
+
+
+def test_a_three_letter_word_after_a_money_columns_name_is_no_currency() -> None:
+    text = "Date;Description;Amount net\n01.01.2024;Fee;-5,00\n"
+    out = _read(text, "log.csv", default_currency="EUR")
+    assert [(r["amount"], r["currency"]) for r in out.rows] == [(Decimal("-5.0000"), "EUR")]

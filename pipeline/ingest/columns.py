@@ -2,7 +2,8 @@
 
 Header names are normalised (lower case, accents removed, punctuation collapsed) and matched
 exactly, so 'Naam' (own name) never captures 'Naam tegenpartij' (counterparty). A trailing
-currency in parentheses, 'Betrag (EUR)', is matched as the amount column and yields the currency.
+currency in parentheses, 'Betrag (EUR)', or a trailing currency code, 'Debit CHF', is matched as the money column
+and yields the currency.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from pipeline.ingest.values import normalise_currency
+from pipeline.ingest.values import COMMON_CURRENCIES, normalise_currency
 
 # Role -> synonyms in priority order (the first present column wins where one column is needed).
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -52,6 +53,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     ),
     "description": (
         "description", "verwendungszweck", "omschrijving", "memo", "buchungstext", "purpose", "details", "narrative",
+        "booking text", "payment purpose",
         "reference", "remittance information", "transaction details", "text", "zprava", "poznamka", "libelle",
         "libelle operation", "vrije mededeling", "mededelingen", "concepto", "causale", "tytul", "tytul operacji",
         "описание", "назначение платежа", "основание", "kozlemeny", "info", "transaktionstyp", "type", "action",
@@ -118,6 +120,7 @@ _ROLE_WORDS = {role: frozenset(normalise_header(n) for n in SYNONYMS[role] if " 
 # The heads of compound words that name a role ('Wertstellungsdatum', 'Umsatzbetrag', 'Transactiebedrag'): German,
 # Dutch and Nordic headers join the qualifier to the head word, so no synonym list can hold them all.
 _COMPOUND_HEADS = {role: frozenset(w for w in words if len(w) >= 5) for role, words in _ROLE_WORDS.items()}
+_CODE_AFTER_NAME = re.compile(r"^(.*?\S)[\s_-]+([A-Za-z]{3})$")  # 'Debit CHF', 'Betrag_EUR'
 _UNIT_IN_PARENS = re.compile(r"^(.*?)\s*[\(\[]\s*([^\w\s]{1,3}|[A-Za-z]{3})\s*[\)\]]\s*$")  # 'Amount ($)'
 _WORD_RANK = 1000  # below every synonym
 
@@ -133,11 +136,13 @@ def match_columns(header: list[str]) -> ColumnMatch:
     for idx, cell in enumerate(header):
         norm = normalise_header(cell)
         hit = _INDEX.get(norm)
-        if hit is None and (m := _UNIT_IN_PARENS.match(cell.strip())):
+        if hit is None and (m := _UNIT_IN_PARENS.match(cell.strip()) or _CODE_AFTER_NAME.match(cell.strip())):
             base = _INDEX.get(normalise_header(m.group(1)))
-            if base and base[0] in ("amount", "debit", "credit"):
+            unit = normalise_currency(m.group(2))
+            if base and base[0] in ("amount", "debit", "credit") and (unit in COMMON_CURRENCIES or "(" in cell
+                                                                      or "[" in cell):
                 hit = base
-                header_currency = header_currency or normalise_currency(m.group(2))
+                header_currency = header_currency or unit
         if hit is None:
             words = set(re.sub(r"[()\[\]]", " ", norm).split())
             hit = next(((role, _WORD_RANK) for role in ("date", "amount", "currency") if words & _ROLE_WORDS[role]),

@@ -22,7 +22,7 @@ from typing import Any
 from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
 from pipeline.ingest.infer_columns import complete_roles, infer_roles, looks_like_header
 from pipeline.ingest.text_lines import physical_lines
-from pipeline.ingest.values import normalise_currency
+from pipeline.ingest.values import COMMON_CURRENCIES, normalise_currency
 
 DELIMITERS = (",", ";", "\t", "|")
 _HEADER_SCAN_LINES = 40
@@ -67,14 +67,8 @@ class RawTable:
         return account, currency
 
 
-_COMMON_CURRENCIES = frozenset(
-    "EUR USD GBP CHF JPY CNY CZK PLN HUF SEK NOK DKK RUB UAH INR AUD CAD NZD SGD HKD ZAR BRL MXN TRY RON BGN HRK "
-    "ILS AED SAR KRW TWD THB IDR MYR PHP VND ARS CLP COP PEN ISK".split()
-)
-
-
 def _is_known_currency(code: str) -> bool:
-    return code in _COMMON_CURRENCIES
+    return code in COMMON_CURRENCIES
 
 
 _SINGLE_BYTE = ("cp1252", "cp1250", "cp1251")  # tried in this order; the header's match decides among them

@@ -14,6 +14,12 @@ from pipeline.grounding.accounts import valid_iban
 CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "₽": "RUB", "zł": "PLN", "kč": "CZK",
                     "fr.": "CHF", "chf": "CHF"}
 LEGACY_CURRENCIES = {"RUR": "RUB"}  # pre-1998 code still used by Russian bank exports
+# The currencies an export may name in a header or preamble word ("Debit CHF"): a short list, so that a three-letter
+# word ('out', 'net') is never taken for one.
+COMMON_CURRENCIES = frozenset(
+    "EUR USD GBP CHF JPY CNY CZK PLN HUF SEK NOK DKK RUB UAH INR AUD CAD NZD SGD HKD ZAR BRL MXN TRY RON BGN HRK "
+    "ILS AED SAR KRW TWD THB IDR MYR PHP VND ARS CLP COP PEN ISK".split()
+)
 _ISO_CURRENCY = re.compile(r"^[A-Z]{3}$")
 _AMOUNT_CHARS = re.compile(r"^[+-]?\(?[+-]?(?:[0-9]|[.,][0-9])[0-9.,' \u00a0\u202f]*\)?[+-]?$")  # '-,01' too
 _MAX_AMOUNT = Decimal("1e14")
