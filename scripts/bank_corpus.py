@@ -44,8 +44,9 @@ def expected_records(path: Path) -> int | None:
         return len(re.findall(r"(?m)^:61:", text))
     if suffix == ".qif":
         return len([r for r in re.split(r"(?m)^\^", text) if re.search(r"(?m)^[TU][-+0-9.,]", r)])
-    if suffix == ".xml":
-        return len(re.findall(r"<(?:\w+:)?Ntry>", text))
+    if suffix == ".xml":  # an entry, or each of its transaction details (a CAMT.054 notification's payments)
+        entries = re.findall(r"<(?:\w+:)?Ntry>(.*?)</(?:\w+:)?Ntry>", text, re.S)
+        return sum(max(1, len(re.findall(r"<(?:\w+:)?TxDtls>", e))) for e in entries)
     return None
 
 

@@ -218,6 +218,45 @@ def test_mt940_entries_carry_their_tag_line_account_and_currency() -> None:
     assert sum(r["amount"] for r in tf.rows[:2]) == Decimal("2876.55") - Decimal("1000.00")
 
 
+POINT_MT940 = """:940:
+:20:940A030108
+:25:1017.490.554EUR
+:28:00000/00
+:60F:C030107EUR000000020000.00
+:61:030109C000000000300.00NMSC170059286
+:86:Demo gebruiker
+:86:Spaarpot kantine
+:61:030109D000000000045.50NMSCNONREF
+:86:Contante opname
+:62F:C030108EUR000000020254.50
+:20:940A030109
+:25:1017.490.554EUR
+:28:00000/00
+:60F:C030108EUR000000020254.50
+:61:030110C000000001245.00NMSCNONREF
+:86:OVERBOEKING
+:62F:C030109EUR000000021499.50
+"""
+
+
+def test_mt940_with_decimal_points_reads_every_record() -> None:
+    """Older Rabobank exports write '300.00' where SWIFT has '300,00': the library ran such records together and
+    returned one entry for three, and the mismatch was passed over."""
+    tf = _read(POINT_MT940, "rabo.sta")
+    assert not tf.errors
+    assert [(r["amount"], r["source_row"]) for r in tf.rows] == [
+        (Decimal("300.0000"), 6), (Decimal("-45.5000"), 9), (Decimal("1245.0000"), 16)]
+
+
+def test_mt940_records_the_library_cannot_tell_apart_are_one_file_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.ingest.formats import mt940
+
+    monkeypatch.setattr(mt940, "_comma_amounts", lambda text: text)  # the library then merges the records
+    tf = _read(POINT_MT940, "rabo.sta")
+    assert tf.rows == [] and [e.unit for e in tf.errors] == ["file"]
+    assert "for the file's 3 :61: records" in tf.errors[0].message
+
+
 def test_mt940_saved_as_txt_is_recognised_by_content() -> None:
     tf = _read(MT940, "download.txt")
     assert len(tf.rows) == 3 and tf.details["format"] == "MT940"

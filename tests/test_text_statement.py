@@ -128,3 +128,17 @@ def test_a_date_after_the_totals_that_repeats_nothing_is_a_row_error_not_a_booki
     assert len(out.rows) == 4
     assert [e.error_class for e in out.errors] == ["NotATransaction", "BadRecord"]
     assert "after the listing's totals" in out.errors[1].message
+
+
+def test_a_text_statement_none_of_whose_lines_reads_is_one_file_error() -> None:
+    """Dated lines whose year nothing on the page gives: no row can be booked, so the file is one error naming
+    why, not a row error per line."""
+    text = "\n".join([
+        "Date        Description                     Debit        Credit",
+        _col("14/03       COFFEE", 52, "3,50"),
+        _col("15/03       SALARY EUR", 65, "2 000,00"),
+    ])
+    out = _read(text)
+    assert out.rows == []
+    assert [(e.error_class, e.unit) for e in out.errors] == [("UnrecognisedTable", "file")]
+    assert "none of its 2 dated lines" in out.errors[0].message and "without a year" in out.errors[0].message

@@ -18,6 +18,17 @@ _SLASH_NAME = re.compile(r"/NAME/([^/]+)")
 _CURRENCY_SUFFIX = re.compile(r"^(.*?\d)\s*([A-Z]{3})$")
 
 
+# SWIFT writes amounts with a decimal comma; some banks (Rabobank's older exports) wrote a point, which the library's
+# :61: pattern does not match, so it silently ran such records into their neighbours. The amount fields of the
+# entry and balance tags are rewritten with the comma before parsing.
+_POINT_AMOUNT_61 = re.compile(r"^(:61:\d{6}(?:\d{4})?R?[DC][A-Z]?\d*)\.(\d{0,2})", re.MULTILINE)
+_POINT_AMOUNT_BAL = re.compile(r"^(:6[0245][FM]?:[CD]\d{6}[A-Z]{3}\d*)\.(\d{0,2})", re.MULTILINE)
+
+
+def _comma_amounts(text: str) -> str:
+    return _POINT_AMOUNT_BAL.sub(r"\1,\2", _POINT_AMOUNT_61.sub(r"\1,\2", text))
+
+
 def sniff(head: bytes) -> bool:
     return bool(_START.search(head[:512])) and b":61:" in head or head.lstrip().startswith(b"{1:")
 
@@ -49,7 +60,7 @@ def read(data: bytes) -> Statement:
     import mt940
     from mt940 import processors
 
-    text = decode_candidates(data)[0][1]  # BOM, strict UTF-8, else the first single-byte code page
+    text = _comma_amounts(decode_candidates(data)[0][1])  # BOM, strict UTF-8, else the first single-byte code page
     defaults = mt940.models.Transactions.DEFAULT_PROCESSORS
     post = [*defaults["post_statement"], processors.transactions_to_transaction("account_identification")]
     parsed = mt940.models.Transactions(processors={"post_statement": post}, tags={61: _relaxed_statement_line()})
@@ -58,12 +69,10 @@ def read(data: bytes) -> Statement:
     except Exception as exc:  # the library raises ValueError, KeyError, RuntimeError on malformed tags
         raise NotATable(f"unreadable MT940: {type(exc).__name__}: {exc}") from exc
     tag_lines = line_numbers(text, [m.start() for m in _TAG61.finditer(text)])
-    if len(tag_lines) != len(parsed.transactions):  # cannot tie entries to lines: count them instead
-        tag_lines = list(range(1, len(parsed.transactions) + 1))
-        unit = "transaction record"
-    else:
-        unit = "line of the entry's :61: tag"
-    out = Statement("MT940", unit)
+    if len(tag_lines) != len(parsed.transactions):  # records would be lost, or made up from their neighbours
+        raise NotATable(f"the MT940 reader returned {len(parsed.transactions)} entries for the file's "
+                        f"{len(tag_lines)} :61: records, so they cannot be told apart")
+    out = Statement("MT940", "line of the entry's :61: tag")
     for line, tx in zip(tag_lines, parsed.transactions):
         d = tx.data
         amount = d.get("amount")

@@ -408,4 +408,7 @@ def read(data: bytes) -> Statement:
         desc = " | ".join(x for x in (*ln.description, *ln.extra) if x) or None
         st.entries.append(Entry(source_row=ln.number, booked=booked, amount=amount, currency=currency,
                                 account=account, description=desc))
+    if not st.entries:  # a reading that books nothing is no reading: the file's error says why
+        raise NotATable(f"none of its {len(st.bad)} dated lines with amounts reads as a movement "
+                        f"(line {st.bad[0][0]}: {st.bad[0][1]})" if st.bad else "it books no movement")
     return st
