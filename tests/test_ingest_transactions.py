@@ -272,3 +272,13 @@ def test_a_three_letter_word_after_a_money_columns_name_is_no_currency() -> None
     text = "Date;Description;Amount net\n01.01.2024;Fee;-5,00\n"
     out = _read(text, "log.csv", default_currency="EUR")
     assert [(r["amount"], r["currency"]) for r in out.rows] == [(Decimal("-5.0000"), "EUR")]
+
+
+def test_the_banks_labelled_bic_in_the_preamble_gives_its_countrys_currency() -> None:
+    text = ("Kontoauszug;Girokonto\nBIC;DEUTDEFF\n\nDatum;Text;Betrag\n"
+            "02.01.2024;Miete;-800,00\n03.01.2024;Gehalt;2500,00\n")
+    out = _read(text, "auszug.csv")
+    assert not out.errors
+    assert {r["currency"] for r in out.rows} == {"EUR"}
+    unlabelled = _read(text.replace("BIC;DEUTDEFF", "Filiale;DEUTDEFF"), "auszug.csv")
+    assert not unlabelled.rows and "no currency" in unlabelled.errors[0].message

@@ -142,3 +142,16 @@ def test_a_text_statement_none_of_whose_lines_reads_is_one_file_error() -> None:
     assert out.rows == []
     assert [(e.error_class, e.unit) for e in out.errors] == [("UnrecognisedTable", "file")]
     assert "none of its 2 dated lines" in out.errors[0].message and "without a year" in out.errors[0].message
+
+
+def test_a_text_statement_takes_its_currency_from_its_banks_bic() -> None:
+    text = "\n".join([
+        "ACME BANK  SWIFT: CHASUS33              STATEMENT AS OF 03/31/2025",
+        "",
+        "Date        Description                     Withdrawals      Deposits",
+        _col("03/14       COFFEE", 55, "3.50"),
+        _col("03/15       PAYROLL", 70, "2,000.00"),
+    ])
+    out = _read(text)
+    assert [(r["timestamp"].date(), r["amount"], r["currency"]) for r in out.rows] == [
+        (date(2025, 3, 14), Decimal("-3.5000"), "USD"), (date(2025, 3, 15), Decimal("2000.0000"), "USD")]

@@ -22,7 +22,7 @@ from typing import Any
 from pipeline.ingest.columns import ColumnMatch, match_columns, normalise_header
 from pipeline.ingest.infer_columns import complete_roles, infer_roles, looks_like_header
 from pipeline.ingest.text_lines import physical_lines
-from pipeline.ingest.values import COMMON_CURRENCIES, normalise_currency
+from pipeline.ingest.values import COMMON_CURRENCIES, bic_currency, normalise_currency
 
 DELIMITERS = (",", ";", "\t", "|")
 _HEADER_SCAN_LINES = 40
@@ -50,7 +50,7 @@ class RawTable:
     profile: Any = None  # the BankProfile it was read with, whose date format, decimal mark and currency apply
 
     def preamble_hints(self) -> tuple[str | None, str | None]:
-        """(account, currency) mentioned in preamble lines, e.g. an IBAN or 'EUR'."""
+        """(account, currency) mentioned in preamble lines: an IBAN; 'EUR'; else the country of a labelled BIC."""
 
         account = currency = None
         for line in self.preamble:
@@ -64,6 +64,8 @@ class RawTable:
                     if iso and _is_known_currency(iso):
                         currency = iso
                         break
+        if currency is None and account is None:  # the bank's BIC tells its country where nothing else does
+            currency = bic_currency("\n".join(self.preamble))
         return account, currency
 
 

@@ -51,13 +51,36 @@ def iban_currency(account: object) -> str | None:
 @lru_cache(maxsize=4096)
 def _iban_currency(iban: str) -> str | None:
     """Cached per IBAN: a log repeats its account on every row."""
+    if len(iban) < 15 or not valid_iban(iban):
+        return None
+    return _territory_currency(iban[:2])
+
+
+# A BIC after its label ('BIC: ABNANL2A', 'SWIFT code CCBPFRPPBDX'): unlabelled, any eight capitals would pass.
+_LABELLED_BIC = re.compile(r"\b(?i:bic|swift)(?i:[ -]?code)?\s*[:;,=]?\s*\b([A-Z]{6}[A-Z0-9]{2}(?:[A-Z0-9]{3})?)\b")
+
+
+def bic_currency(text: str) -> str | None:
+    """The currency of the country of the first labelled, well-formed BIC in `text` (schwifty checks its form and
+    country), where that country has one: a statement that names its bank's BIC but no currency or IBAN."""
+    # lazy: the BIC registry loads on first use
+    from schwifty import BIC
+    from schwifty.exceptions import SchwiftyException
+
+    for m in _LABELLED_BIC.finditer(text):
+        try:
+            country = BIC(m.group(1)).country_code
+        except (SchwiftyException, ValueError):
+            continue
+        return _territory_currency(country)
+    return None
+
+
+def _territory_currency(country: str) -> str | None:
     # lazy: CLDR tables load on first use
     from babel.numbers import get_territory_currencies
 
-
-    if len(iban) < 15 or not valid_iban(iban):
-        return None
-    currencies = get_territory_currencies(iban[:2], tender=True)
+    currencies = get_territory_currencies(country, tender=True)
     return currencies[0] if len(currencies) == 1 else None
 
 

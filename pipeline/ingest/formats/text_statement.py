@@ -25,7 +25,12 @@ from pipeline.ingest.formats.statement import Entry, Statement
 from pipeline.ingest.infer_columns import DIRECTION_MARKS
 from pipeline.ingest.statement_tables import statement_currency
 from pipeline.ingest.tabular import NotATable, decode_candidates
-from pipeline.ingest.values import detect_decimal_comma, iban_currency, parse_amount
+from pipeline.ingest.values import (
+    bic_currency,
+    detect_decimal_comma,
+    iban_currency,
+    parse_amount,
+)
 
 # A date opening a line: day and month numeric with an optional year, a day and a month name (any language
 # babel knows), or ISO.
@@ -358,14 +363,14 @@ def _kind(header: _Header | None) -> tuple[str, ...]:
 
 def _currency(text: str, headers: list[_Header]) -> str | None:
     """The statement's currency: named in a money column's header ("EUROS", "in euro's"), else the country of an
-    IBAN it prints, else a currency sign or name printed with its figures."""
+    IBAN it prints, else of its bank's labelled BIC, else a currency sign or name printed with its figures."""
     for h in headers:
         if code := statement_currency(h.text):
             return code
     for iban in iban_candidates(text):
         if code := iban_currency(iban):
             return code
-    return statement_currency(text)
+    return bic_currency(text) or statement_currency(text)
 
 
 def read(data: bytes) -> Statement:
