@@ -138,8 +138,9 @@ def test_a_refused_mapping_is_named_in_the_files_error_row(tmp_path: Path, fake_
                 if r["source_file"] == "umsaetze.csv"]
 
 
-FINECO_HTML = """<html><body><table>
-<tr><th>Data</th><th>Entrate</th><th>Uscite</th><th>Descrizione</th></tr>
+# Split money columns whose names no synonym holds (Finnish deposits / withdrawals), saved as an HTML '.xls'.
+SPLIT_HTML = """<html><body><table>
+<tr><th>Data</th><th>Panot</th><th>Otot</th><th>Descrizione</th></tr>
 <tr><td>05/03/2024</td><td></td><td>45,90</td><td>Supermercato</td></tr>
 <tr><td>07/03/2024</td><td>1.800,00</td><td></td><td>Stipendio</td></tr>
 <tr><td>09/03/2024</td><td></td><td>12,00</td><td>Bar</td></tr>
@@ -147,13 +148,21 @@ FINECO_HTML = """<html><body><table>
 
 
 def test_a_spreadsheet_table_gets_the_same_question_and_profile() -> None:
-    tf = _read(FINECO_HTML, "movimenti.xls", default_currency="EUR")
+    tf = _read(SPLIT_HTML, "movimenti.xls", default_currency="EUR")
     q = tf.question
     assert q is not None and q.delimiter is None
-    assert set(q.choices()["money"]) == {"out: Entrate / in: Uscite", "out: Uscite / in: Entrate"}  # names read
-    profile = ask_layouts(FakeLLM(layout_answer={"money": "out: Uscite / in: Entrate"}),
+    assert set(q.choices()["money"]) == {"out: Panot / in: Otot", "out: Otot / in: Panot"}  # names read
+    profile = ask_layouts(FakeLLM(layout_answer={"money": "out: Otot / in: Panot"}),
                           {"movimenti.xls": q})["movimenti.xls"]
     assert not isinstance(profile, str), profile
-    read = _read(FINECO_HTML, "movimenti.xls", default_currency="EUR", profiles=(profile,))
+    read = _read(SPLIT_HTML, "movimenti.xls", default_currency="EUR", profiles=(profile,))
     assert not read.errors, read.errors
     assert [r["amount"] for r in read.rows] == [Decimal("-45.90"), Decimal("1800.00"), Decimal("-12.00")]
+
+
+def test_italian_split_columns_are_read_without_a_question() -> None:
+    """Entrate / Uscite (in / out) are among the debit and credit names: Fineco's table needs no model."""
+    html = SPLIT_HTML.replace("Panot", "Entrate").replace("Otot", "Uscite")
+    tf = _read(html, "movimenti.xls", default_currency="EUR")
+    assert tf.question is None and not tf.errors
+    assert [r["amount"] for r in tf.rows] == [Decimal("-45.90"), Decimal("1800.00"), Decimal("-12.00")]
