@@ -87,6 +87,9 @@ _NOT_NAME = re.compile(
     r"boulevard|blvd|suite|floor|building|po\s+box|postfach)\b|"
     r"[^\W\d_]{3,}(?:stra\u00dfe|strasse|weg|gasse|allee|platz|laan|straat)\s*\d)")  # "Uferweg 40": a street
 _POSTCODE = re.compile(r"\b(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}|\d{4}\s?[A-Z]{2})\b")
+# Contact details a letterhead sets on the name's line ("Die Vordefinierte Firma Tel: +49 30 41092-0"): where text
+# extraction merges the letterhead's columns, the name is the part before them.
+_CONTACT = re.compile(r"(?i)\s+(?:tel(?:ephone|efon)?|t[\u00e9e]l|phone|fax|e-?mail|mobile|www\.|web(?:site)?)\b")
 _SEPARATORS = re.compile(r"\s+[-\u2013\u2014|\u00b7\u2022]\s+|[|;\[\]]|[:,](?=\s|$)|\s{2,}|\t")
 
 
@@ -104,6 +107,8 @@ def _name_like(s: str) -> bool:
     letters = sum(ch.isalpha() for ch in s)
     digits = sum(ch.isdigit() for ch in s)
     words = s.split()
+    if "%" in s:  # "Disc.%", "VAT 20%": a rate's column or line, never a name
+        return False
     return (letters >= 2 and digits <= max(2, letters // 4) and 1 <= len(words) <= MAX_WORDS
             and len(s) <= MAX_CHARS and not _NOT_NAME.search(s) and not _POSTCODE.search(s)
             and not _TITLE_WORDS.match(s) and not _mostly_labels(s))
@@ -123,7 +128,13 @@ def _spans(line: str) -> list[str]:
     first = _SEPARATORS.split(stripped, maxsplit=1)[0].strip(" ,;:-")
     if first:
         out.append(first)
+    if (before := _before_contact(stripped)) != stripped:
+        out.append(before)
     return [s for s in unique(out) if _name_like(s) and _has_name(s)]
+
+
+def _before_contact(line: str) -> str:
+    return _CONTACT.split(line, maxsplit=1)[0].strip(" ,;:-")
 
 
 def _has_name(s: str) -> bool:
@@ -187,14 +198,15 @@ def _starts_upper(name: str) -> bool:
 
 def _letterhead(lines: list[str], buyer: set[int]) -> list[int]:
     """The sender block: the first lines of the first page up to the first address line (a street or a postcode),
-    before any recipient label."""
+    before any recipient label; a line is read up to the contact details set beside it."""
     out = []
     for i in range(min(len(lines), HEAD_LINES)):
         if not lines[i]:
             continue
-        if i in buyer or (_POSTCODE.search(lines[i]) and _has_letters(lines[i])):
+        own = _before_contact(lines[i])  # a phone number's five digits are no postcode
+        if i in buyer or (_POSTCODE.search(own) and _has_letters(own)):
             break
-        if not _NOT_NAME.search(lines[i]) or _LEGAL.search(lines[i]):
+        if not _NOT_NAME.search(own) or _LEGAL.search(lines[i]):
             out.append(i)
     return out
 
