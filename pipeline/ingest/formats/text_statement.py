@@ -36,8 +36,10 @@ from pipeline.ingest.values import (
 # babel knows), or ISO.
 _NUMERIC = re.compile(r"(?P<a>\d{1,2})(?P<sep>[./-])(?P<b>\d{1,2})(?:(?P=sep)(?P<y>\d{4}|\d{2}))?(?=\s|$)")
 _NAMED = re.compile(r"(?P<d>\d{1,2})\.?[ -]?(?P<mon>[^\W\d_]{3,10})\.?(?:[ -](?P<y>\d{4}))?(?=\s|$)")
-_DATE_IN_TEXT = re.compile(r"(?<![\w/.-])" + _NUMERIC.pattern)  # a date standing on its own in running text
 _ISO = re.compile(r"(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?=\s|$)")
+# The same dates standing on their own in running text (not inside a reference such as "12/196250")
+_STANDALONE = tuple(re.compile(r"(?<![\w/.-])" + p.pattern) for p in (_ISO, _NUMERIC, _NAMED))
+_DATE_IN_TEXT = _STANDALONE[1]
 # An amount with two decimals, thousands grouped by one space, point, comma or apostrophe (never by a run of
 # spaces: that separates columns), a sign before ("- 500,00") or after, a CR/DR mark glued to it.
 _MONEY = re.compile(r"(?<![\w.,/:'-])(?:(?P<lead>(?:(?<=\s)|^)[-+]) ?)?"
@@ -140,7 +142,7 @@ class _Money:
     start: int
     end: int
     sign: int  # -1, +1, or 0 where the value carries none
-    role: str | None = None
+    label: _Label | None = None  # the header label over it (`_nearest`), set once its line's header is known
 
 
 @dataclass
@@ -203,9 +205,9 @@ def _lines(text: str) -> list[_Line]:
         if (found := _header_at(raw, i - 1)) is not None:
             (header, i), last, closed = found, None, False
             continue
-        money = _money(line, indent)
-        if (d := date_at(line, indent)) is not None:
-            money = _money(line, d.end)
+        d = date_at(line, indent)
+        money = _money(line, d.end if d is not None else indent)
+        if d is not None:
             last = _Line(i, d, [_description(line, d.end, money[0].start if money else len(line))], money, header,
                          closed)
             out.append(last)
@@ -221,13 +223,17 @@ def _lines(text: str) -> list[_Line]:
                 last = None
         else:
             last = None
+    for ln in out:
+        for tok in ln.money:
+            tok.label = _nearest(ln.header.labels, tok) if ln.header is not None else None
     return [ln for ln in out if ln.money]
 
 
 def _order(lines: list[_Line], text: str) -> bool:
     """Whether numeric dates are day first: a first part over 12 can only be a day, a second part over 12 only a
-    day in the other order. The movements' own dates decide; where they cannot, the dates standing alone in the
-    rest of the text do, by a clear majority (a card's "11/23" expiry is among them)."""
+    day in the other order. The movements' own dates decide (any contradiction among them leaves the order open);
+    where they cannot, the dates standing alone in the rest of the text do, by a clear majority (a card's "11/23"
+    expiry is among them)."""
     own = [(ln.date.first, ln.date.second) for ln in lines if ln.date.numeric]
     text_dates = [(int(m["a"]), int(m["b"])) for m in _DATE_IN_TEXT.finditer(text)]
     for parts, margin in ((own, None), (text_dates, 10)):
@@ -235,28 +241,28 @@ def _order(lines: list[_Line], text: str) -> bool:
         month_first = sum(1 for a, b in parts if b > 12 >= a)
         if not day_first and not month_first:
             continue
-        if margin is None:  # the movements' own dates: any contradiction leaves the order open
-            return day_first > 0 if not (day_first and month_first) else _undecided()
-        if day_first >= margin * month_first:
+        if margin is None and not (day_first and month_first):
+            return day_first > 0
+        if margin is not None and day_first >= margin * month_first:
             return True
-        if month_first >= margin * day_first:
+        if margin is not None and month_first >= margin * day_first:
             return False
-        return _undecided()
-    return _undecided()
-
-
-def _undecided() -> bool:
+        break
     raise NotATable("a text statement whose dates could be day/month or month/day and no date of it decides")
+
+
+def _day_month(d: _Date, day_first: bool) -> tuple[int, int]:
+    return (d.first, d.second) if day_first or not d.numeric else (d.second, d.first)
 
 
 def _full_dates(text: str, day_first: bool) -> list[date]:
     found = []
-    for pattern in (_ISO, _NUMERIC, _NAMED):
-        for m in re.finditer(r"(?<![\w/.-])" + pattern.pattern, text):
+    for pattern in _STANDALONE:
+        for m in pattern.finditer(text):
             d = date_at(text, m.start())
             if d is None or d.year is None:
                 continue
-            day, month = (d.first, d.second) if day_first or not d.numeric else (d.second, d.first)
+            day, month = _day_month(d, day_first)
             try:
                 found.append(date(d.year, month, day))
             except ValueError:
@@ -280,7 +286,7 @@ _LATE = timedelta(days=31)  # ... or printed on a statement dated a little befor
 def _booked(d: _Date, day_first: bool, period: _Period, previous: date | None) -> date:
     """The date of a line; a yearless one in the statement's span (the later year of two that fit only when the
     listing, read in order, has moved past the earlier)."""
-    day, month = (d.first, d.second) if day_first or not d.numeric else (d.second, d.first)
+    day, month = _day_month(d, day_first)
     if d.year is not None:
         return date(d.year, month, day)
     if period.end is None:
@@ -302,8 +308,7 @@ def _main_amount_column(lines: list[_Line]) -> dict[int, _Label]:
         if ln.header is None:
             continue
         for tok in ln.money:
-            lb = _nearest(ln.header.labels, tok)
-            if lb is not None and lb.role == "amount":
+            if (lb := tok.label) is not None and lb.role == "amount":
                 counts[(id(ln.header), lb)] = counts.get((id(ln.header), lb), 0) + 1
     for (hid, lb), n in sorted(counts.items(), key=lambda kv: (kv[1], kv[0][1].end)):
         best[hid] = lb  # the most filled, the rightmost of equals, wins (sorted ascending)
@@ -321,9 +326,8 @@ def _amount(ln: _Line, main: dict[int, _Label], comma: bool) -> Decimal:
     else:
         picked = []
         for tok in ln.money:
-            lb = _nearest(ln.header.labels, tok)
-            role = lb.role if lb is not None else None
-            if role in ("debit", "credit") or (role == "amount" and main.get(id(ln.header)) == lb):
+            role = tok.label.role if tok.label is not None else None
+            if role in ("debit", "credit") or (role == "amount" and main.get(id(ln.header)) == tok.label):
                 picked.append((tok, role))
         if len(picked) != 1:
             raise ValueError("no value under the header's amount, debit or credit column" if not picked else
