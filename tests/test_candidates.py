@@ -83,6 +83,21 @@ def test_due_and_delivery_dates_are_not_the_document_date() -> None:
     assert only_due.tier == "negative" and only_due.nullable and not only_due.decided
 
 
+
+@settings(max_examples=40, deadline=None)
+@given(day=st.dates(min_value=dt.date(2000, 1, 1), max_value=dt.date(2039, 12, 31)),
+       title=st.sampled_from(["Rechnung Nr. R-2291 vom {d}", "Beitragsrechnung {d}", "Handelsrechnung Nr. 77 vom {d}",
+                              "Invoice No. 5512 of {d}", "Facture n° F-12 du {d}"]))
+def test_the_date_the_documents_title_line_prints_is_its_date(day: dt.date, title: str) -> None:
+    """A title followed by its number and the date ("Rechnung Nr. 77 vom 30.10.2018") dates the document; a
+    date after 'vom' in a sentence (a period of cover, a trip) is only a weak candidate beside it."""
+    text = (f"Muster Versand GmbH\nDE 10369 Berlin\n{title.format(d=day.strftime('%d.%m.%Y'))}\n"
+            "Leistung vom 02.01.1999\nZeitraum vom 03.01.1999 bis 04.01.1999\nSumme 12,00")
+    choice = fields(text)["date"]
+    assert choice.values == (day.isoformat(),) and choice.tier == "strong" and choice.decided
+    sentence = fields("Muster Versand GmbH\nRechnung gemäß Fahrt vom 29.10.2018\nSumme 12,00")["date"]
+    assert sentence.tier != "strong"
+
 _ORDERS = {"DE": ("%d.%m.%Y", "USt-IdNr. DE 123 456 789"), "US": ("%m/%d/%Y", "Seattle, WA 98109"),
            "GB": ("%d/%m/%Y", "VAT No. GB 123 4567 89")}
 
@@ -169,6 +184,16 @@ def test_net_plus_tax_proves_the_total_among_several_labelled_ones() -> None:
     choice = fields(text)["amount"]
     assert choice.values == ("2928.00",) and choice.decided
 
+
+
+@pytest.mark.parametrize("tax", ["Versicherungsteuer", "Umsatzsteuer", "Mehrwertsteuer"])
+def test_a_german_compound_tax_line_proves_the_total(tax: str) -> None:
+    """German names a tax as a compound ending in 'steuer': its line's figure is a tax for the net + tax = gross
+    check, even where no label names the total."""
+    text = (f"Öffnungszeiten 08.30 - 12.30 Uhr\nGesamtbeitrag 50,00 €\n{tax} 19 % 9,50 €\n"
+            "Rechnungsbeitrag 59,50 €\nSonstiges 14,00 €")
+    choice = fields(text)["amount"]
+    assert choice.values == ("59.50",) and choice.decided
 
 @settings(deadline=None)  # the first example loads the CLDR and GeoNames tables
 @given(cents=st.integers(min_value=20, max_value=199_999),
@@ -347,6 +372,31 @@ def test_a_letterhead_name_beside_its_contact_details_and_never_a_rate_column() 
     scrambled = "Invoice\nINV/2023/03/0008\nDescription\nQuantity\nUnit Price\nDisc.%\nTaxes\nAmount\n42.00"
     assert "Disc.%" not in fields(scrambled)["issuer"].values
 
+
+
+def test_a_name_that_is_a_seller_word_with_its_legal_form_is_the_issuer() -> None:
+    """'Lieferant GmbH' under the heading 'Rechnungsersteller': the word after the label is a company's name, not
+    a second label (taking it for one leaves only 'GmbH', which names nobody)."""
+    text = ("Rechnungsersteller\nLieferant GmbH\nLieferantenstraße 20 RECHNUNG\n80333 München Rechnungsnummer 4711\n"
+            "Rechnungsempfänger\nKunden AG Mitte\nBrutto 235,62")
+    choice = fields(text)["issuer"]
+    assert choice.values == ("Lieferant GmbH",) and choice.decided
+
+
+def test_the_holder_of_the_account_to_pay_into_is_the_issuer_but_not_a_direct_debit_payer() -> None:
+    """Payment details naming the account holder name the payee (the issuer) when the letterhead names only the
+    recipient; the holder of the account a direct debit draws on is the customer."""
+    text = ("DUPONT CONSEIL\nMarie Dupont\n12 rue des Lilas\n69100 Villeurbanne\nFacture n° 2024-118\n"
+            "Total TTC : 56,02 €\nVirement BANQUE EXEMPLE – Titulaire du compte : PRESSEPLUS\n"
+            "IBAN : FR76 3000 6000 0112 3456 7890 189\nPRESSEPLUS\nSiège social : 1 rue X - 75001 Paris")
+    assert fields(text)["issuer"].values[0] == "PRESSEPLUS"
+    debit = ("DUPONT CONSEIL\nMarie Dupont\n12 rue des Lilas\n69100 Villeurbanne\nFacture n° 2024-118\n"
+             "Le montant de 56,02 € sera prélevé sur le compte ci-dessous:\nTitulaire du compte : MARIE DUPONT\n"
+             "IBAN : FR76 3000 6000 0112 3456 7890 189")
+    assert "MARIE DUPONT" not in fields(debit)["issuer"].values
+    statement = ("Nordbank\nBank Statement\nStatement no.: AS-2022-41\nAccount name: Aurora Materials SAS\n"
+                 "IBAN: DE71 1358 4174 4191 2091 73\nBalance carried forward 1,356.51 EUR")
+    assert "Aurora Materials SAS" not in fields(statement)["issuer"].values  # a statement names its customer
 
 # ------------------------------------------------------------------ document types
 

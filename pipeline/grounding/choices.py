@@ -20,7 +20,7 @@ from functools import lru_cache
 from pipeline.grounding._common import LABELLED_TIERS, Choice, unique
 from pipeline.grounding.amounts import amount_spans, currency_spans
 from pipeline.grounding.dates import date_spans, document_date_order
-from pipeline.grounding.doc_types import doc_type_choice
+from pipeline.grounding.doc_types import doc_type_choice, titled_line
 from pipeline.grounding.issuer import issuer_choice
 from pipeline.grounding.labelled import Located, locate
 from pipeline.grounding.labels import (
@@ -61,8 +61,9 @@ def _tiered(found: list[Located], fallback_unlabelled: bool = True) -> tuple[lis
 MAX_SUM_PARTS = 60  # amounts considered for the arithmetic check (the first ones of the page)
 
 
-_TAX_LINE = re.compile(r"(?i)(?<![^\W\d_])(?:vat|tax|gst|sst|mwst|ust|tva|btw|iva|cgst|sgst|igst|utgst|steuer|"
-                       r"taxe|imposto|impuesto|moms|alv|dph|pdv)(?![^\W\d_])")
+# German names each tax as a compound ending in "steuer" (Umsatzsteuer, Versicherungsteuer): the whole word is one.
+_TAX_LINE = re.compile(r"(?i)(?<![^\W\d_])(?:vat|tax|gst|sst|mwst|ust|tva|btw|iva|cgst|sgst|igst|utgst|"
+                       r"[^\W\d_]*steuer|taxe|imposto|impuesto|moms|alv|dph|pdv)(?![^\W\d_])")
 
 
 def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[str]:
@@ -173,8 +174,33 @@ def amount_choice(text: str, doc_type: str | None = None) -> Choice:
     return Choice(tuple(values), tier, nullable=True)
 
 
+# What may stand between a title line's number and its date: "Rechnung Nr. 77 vom 30.10.2018", "Invoice No. 5 of
+# 3 May 2019", "Facture n° 12 du 02/11/2019", "Beitragsrechnung 24. Januar 2014".
+_TITLE_TO_DATE = re.compile(r"(?i)\s*[:,\-\u2013]?\s*(?:vom|von|du|dated|of|from|del|van|de|le|d\.d\.)?\s*[:,]?\s*")
+
+
+def _title_dated(text: str, found: list[Located]) -> list[Located]:
+    """The one date a title line prints right after the document's title and number is the document's date: a
+    strong label, whatever weak word ("vom", "du") sits between."""
+    lines = text.splitlines()
+    per_line: dict[int, int] = {}
+    for f in found:
+        per_line[f.line] = per_line.get(f.line, 0) + 1
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    out = []
+    for f in found:
+        prefix = lines[f.line][:f.start - offsets[f.line]]
+        title = titled_line().match(prefix)
+        if per_line[f.line] == 1 and f.tier != STRONG and title and _TITLE_TO_DATE.fullmatch(prefix[title.end():]):
+            f = Located(f.value, STRONG, f.line, f.start)
+        out.append(f)
+    return out
+
+
 def date_choice(text: str, order: str | None, doc_type: str | None = None) -> Choice:
-    found = locate(text, "date", lambda line: date_spans(line, order), doc_type)
+    found = _title_dated(text, locate(text, "date", lambda line: date_spans(line, order), doc_type))
     values, tier = _tiered(found)
     decided = len(values) == 1 and tier in LABELLED_TIERS
     return Choice(tuple(values), tier, nullable=tier in (NEGATIVE, "none"), decided=decided)
@@ -248,7 +274,7 @@ def document_choices(text: str) -> DocumentChoices:
     out = DocumentChoices(country, order)
     out.fields["doc_type"] = kind = doc_type_choice(text)
     doc_type = kind.values[0] if kind.decided else None  # its labels read the other fields
-    out.fields["issuer"] = issuer_choice(text)
+    out.fields["issuer"] = issuer_choice(text, doc_type)
     out.fields["reference"] = reference_choice(text, doc_type)
     out.fields["date"] = date_choice(text, order, doc_type)
     out.fields["amount"] = amount = amount_choice(text, doc_type)

@@ -86,6 +86,14 @@ _NOT_NAME = re.compile(
     r"\b(?:street|st\.|road|rd\.?|avenue|ave\.?|lane|jalan|jln|taman|straße|strasse|str\.|weg|laan|rue|via|calle|"
     r"boulevard|blvd|suite|floor|building|po\s+box|postfach)\b|"
     r"[^\W\d_]{3,}(?:stra\u00dfe|strasse|weg|gasse|allee|platz|laan|straat)\s*\d)")  # "Uferweg 40": a street
+# The holder of the account the payment details ask to pay into is the payee: "Titulaire du compte : NETCO",
+# "Account holder: Acme". Not where the account is the one a direct debit draws on (the customer's).
+_PAYEE_LABEL = re.compile(r"(?i)\b(?:account\s+(?:holder|name)|a/c\s+name|name\s+of\s+account|kontoinhaber(?:in)?|"
+                          r"titulaire\s+du\s+compte|rekeninghouder|ten\s+name\s+van|titular\s+de\s+la\s+cuenta|"
+                          r"intestatario(?:\s+del\s+conto)?|nama\s+akaun)\s*:\s*")
+_DIRECT_DEBIT = re.compile(r"(?i)pr[\u00e9e]lev|lastschrift|direct\s+debit|domicilia|incasso|abbuch|einzug|mandat|"
+                           r"addebit|d[\u00e9e]bito\s+(?:directo|autom)|debit\s+(?:order|authori)")
+DEBIT_CONTEXT_LINES = 3  # a direct debit's wording stands on the holder's line or just above it
 _POSTCODE = re.compile(r"\b(?:\d{5}(?:-\d{4})?|[A-Z]{1,2}\d[A-Z\d]?\s*\d[A-Z]{2}|\d{4}\s?[A-Z]{2})\b")
 # Contact details a letterhead sets on the name's line ("Die Vordefinierte Firma Tel: +49 30 41092-0"): where text
 # extraction merges the letterhead's columns, the name is the part before them.
@@ -119,6 +127,8 @@ def _spans(line: str) -> list[str]:
     first separator: each a verbatim part of the line."""
     out = []
     stripped = _SELLER_LABEL.sub("", line, count=1).strip()
+    if stripped and _FORM_LINE.match(stripped) and not _has_name(stripped):
+        stripped = line.strip()  # "Lieferant GmbH": the seller word followed by a legal form is a company's name
     stripped = _TRAILING_TITLE.sub("", stripped).strip(" ,;:-")
     if stripped:
         out.append(stripped)
@@ -143,11 +153,12 @@ def _has_name(s: str) -> bool:
     return bool(re.search(r"[^\W\d_]{2}", re.sub(r"\(\s*\w\s*\)", " ", rest)))
 
 
-def _buyer_lines(lines: list[str]) -> set[int]:
+def _buyer_lines(lines: list[str], payees: dict[int, int]) -> set[int]:
     """Lines of recipient blocks: the label's line (its text after the label) and up to three lines below it."""
     out: set[int] = set()
     for i, line in enumerate(lines):
-        if _BUYER_LABEL.search(line) and not _SELLER_LABEL.match(line):  # "Payable to:" names the seller
+        # "Payable to:" and the holder of the account to pay into name the seller
+        if _BUYER_LABEL.search(line) and not _SELLER_LABEL.match(line) and i not in payees:
             out.add(i)
             for j in range(i + 1, min(len(lines), i + 4)):
                 if _SELLER_LABEL.match(lines[j]):  # the seller's block begins: the recipient's has ended
@@ -181,6 +192,17 @@ def _return_address_sender(line: str) -> str | None:
     if len(parts) >= 3 and _POSTCODE.search(" ".join(parts[1:])) and _name_like(parts[0]) and _has_name(parts[0]):
         return parts[0].strip()
     return None
+
+
+def _payee_lines(lines: list[str]) -> dict[int, int]:
+    """Lines with an account-holder label (line -> where the label ends), unless a direct debit draws on that
+    account."""
+    out = {}
+    for i, line in enumerate(lines):
+        m = _PAYEE_LABEL.search(line)
+        if m and not _DIRECT_DEBIT.search(" ".join(lines[max(0, i - DEBIT_CONTEXT_LINES):i + 1])):
+            out[i] = m.end()
+    return out
 
 
 def _has_letters(line: str) -> bool:
@@ -232,10 +254,16 @@ def _read_name_lines(lines: list[str]) -> list[str]:
     return [_INITIALISM.sub(letters, line) for line in out]
 
 
-def issuer_choice(text: str) -> Choice:
+# Documents that ask to be paid into the issuer's account: there the account holder of the bank details is the
+# payee. On a statement, a notice or a refund the account named is the customer's.
+PAYEE_TYPES = frozenset({"invoice", "utility_bill"})
+
+
+def issuer_choice(text: str, doc_type: str | None = None) -> Choice:
     first_page = text.split("\n[page 2]\n", 1)[0]
     lines = _read_name_lines([_canonical_forms(" ".join(line.split())) for line in first_page.splitlines()])
-    buyer = _buyer_lines(lines)
+    payees = _payee_lines(lines) if doc_type in PAYEE_TYPES else {}
+    buyer = _buyer_lines(lines, payees)
     head = _letterhead(lines, buyer)
     # the recipient's lines and a former name are never who issued the document
     buyer |= _former_name_lines(lines)
@@ -258,8 +286,12 @@ def issuer_choice(text: str) -> Choice:
         return [s for i in indices if 0 <= i < len(lines) and i not in buyer for s in _spans(lines[i])[:1]]
 
     everywhere = [i for i in range(len(lines)) if i not in buyer]
+    named = [s for i, end in payees.items() if i not in buyer for s in _spans(lines[i][end:])[:1]]
     tiers = [
         ("strong", returned + legal_in(sorted(set(seller))) + named_in(headed) + legal_in(head)),
+        # the payee of the bank details, or a legal name the page prints (the one it repeats most first), over a
+        # letterhead line with no legal form
+        ("weak", (named + legal_in(everywhere)) if named else []),
         ("weak", [s for i in head[:3] for s in _spans(lines[i])[:1]]),
         ("unlabelled", legal_in(everywhere)),
     ]
