@@ -98,6 +98,16 @@ def test_the_date_the_documents_title_line_prints_is_its_date(day: dt.date, titl
     sentence = fields("Muster Versand GmbH\nRechnung gemäß Fahrt vom 29.10.2018\nSumme 12,00")["date"]
     assert sentence.tier != "strong"
 
+
+def test_hyphenated_german_date_labels_name_whose_date_it_is() -> None:
+    """'Beleg-Datum' is the document's date; 'Vertrags-Datum' and 'Liefer-Datum' date a contract and a delivery
+    (a hyphen joins the compound, so 'Datum' alone must not make them generic date labels)."""
+    text = ("Vertrags-Datum : 01.04.2013\nBeleg-Nr : KR-1\nBeleg-Datum : 06.10.2013\n"
+            "Liefer-Datum: 30.09.2013\nAuftrag-Datum-Lief : 02.04.2013\nSumme 12,00")
+    choice = fields(text)["date"]
+    assert choice.values == ("2013-10-06",) and choice.decided
+    assert fields("Rechnungs-Datum: 05.03.2013\nSumme 12,00")["date"].tier == "strong"
+
 _ORDERS = {"DE": ("%d.%m.%Y", "USt-IdNr. DE 123 456 789"), "US": ("%m/%d/%Y", "Seattle, WA 98109"),
            "GB": ("%d/%m/%Y", "VAT No. GB 123 4567 89")}
 

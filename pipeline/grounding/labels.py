@@ -71,7 +71,7 @@ _DATE = {
         r"invoice\s+date", r"date\s+of\s+invoice", r"inv\.?\s+date", r"bill(?:ing)?\s+date", r"receipt\s+date",
         r"document\s+date", r"issue\s+date", r"date\s+of\s+issue", r"date\s+issued", r"issued(?:\s+on)?",
         r"invoice\s+dated", r"tax\s+point(?:\s+date)?", r"statement\s+date", r"trade\s+date", r"published",
-        r"transaction\s+date", r"sales?\s+date", r"rechnungsdatum", r"belegdatum", r"ausstellungsdatum",
+        r"transaction\s+date", r"sales?\s+date", r"rechnungs?[\s-]?datum", r"beleg[\s-]?datum", r"ausstellungs[\s-]?datum",
         r"datum\s+der\s+rechnung", r"rechnung\s+vom", r"date\s+de\s+(?:la\s+)?facture", r"date\s+facture",
         r"date\s+d['\u2019]\s*[\u00e9e]mission", r"facture\s+du", r"factuurdatum", r"fecha\s+de\s+(?:la\s+)?factura",
         r"fecha\s+de\s+emisi[o\u00f3]n", r"fecha\s+factura", r"data\s+(?:della\s+)?fattura", r"data\s+documento",
@@ -89,6 +89,7 @@ _DATE = {
         r"pr[\u00e9e]lev[\u00e9e]\s+le", r"prochaine\s+facture", r"vervaldatum", r"leverdatum",
         r"fecha\s+de\s+vencimiento", r"vencimiento", r"scadenza", r"data\s+di\s+scadenza", r"next\s+\w+",
         r"printed", r"print\s+date",
+        r"[^\W\d_]{3,}-datum",  # "Vertrags-Datum", "Liefer-Datum": a date of something else (the document's above)
     ],
 }
 
