@@ -408,6 +408,22 @@ def test_the_holder_of_the_account_to_pay_into_is_the_issuer_but_not_a_direct_de
                  "IBAN: DE71 1358 4174 4191 2091 73\nBalance carried forward 1,356.51 EUR")
     assert "Aurora Materials SAS" not in fields(statement)["issuer"].values  # a statement names its customer
 
+
+def test_a_name_that_spells_the_documents_own_domain_is_an_issuer_candidate() -> None:
+    """'ZAPPIO' printed in the contact block of a bill whose addresses are zappio.fr names the issuer; a contact
+    heading ('NOUS CONTACTER') is a label, a mail provider's or a software credit's domain names nobody."""
+    text = ("NOUS CONTACTER\nN° client : 1 234 567\nPar Internet\nwww.zappio.fr\n"
+            "mail : service@zappio.fr\nMME CLAIRE MARTIN\nZAPPIO SERVICE CLIENTS TSA 1234\n62978 ARRAS CEDEX\n"
+            "Facture du 11/12/2022 Montant total 62,86 €\nPowered by TCPDF (www.tcpdf.org)\nkwh 300")
+    choice = fields(text)["issuer"]
+    assert choice.values[0] == "ZAPPIO" and "NOUS CONTACTER" not in choice.values and "TCPDF" not in choice.values
+    head = "PIZZA ROMA EXPRESS\nOrder 12\nwww.pizzaroma.com.my\nrainbow@gmail.com RAINBOW\nTotal RM 12.00"
+    values = fields(head)["issuer"].values
+    assert values[0] == "PIZZA ROMA EXPRESS" and "RAINBOW" not in values
+    # a customer's domain in the recipient's block is not the issuer's
+    billed = "Invoice\nBILL TO\nAcme Widgets\nsales@acmewidgets.com\nTotal 12.00"
+    assert "Acme Widgets" not in fields(billed)["issuer"].values
+
 # ------------------------------------------------------------------ document types
 
 def test_document_types_from_titles_and_cues_and_other_when_nothing_fits() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from pipeline.grounding._common import Choice, unique
+from pipeline.grounding.domains import names_spelling_domains
 from pipeline.grounding.labels import any_label_spans
 from pipeline.grounding.locale import is_place_name
 
@@ -70,7 +71,7 @@ _SELLER_LABEL = re.compile(rf"(?i)^.*?\b(?:{_SELLER_WORDS})\b\s*[:\-]?\s*")
 # the label heading its line, with a colon or alone ("Remit payment to", "Lieferant:"), not a sentence's word
 _SELLER_HEADING = re.compile(rf"(?i)^\W*(?:{_SELLER_WORDS})\b\s*(?:[:\-]\s*|$)")
 _BUYER_LABEL = re.compile(r"(?i)\b(?:bill(?:ed)?\s+to|invoice\s+(?:for|to)|sold\s+to|ship(?:ped)?\s+to|deliver(?:ed)?\s+to|"
-                          r"customer|client|buyer|consignee|recipient|attn|party|kunde|rechnungsempf[\u00e4a]nger|"
+                          r"customer(?!\s+(?:service|care|support))|(?<!service\s)client|buyer|consignee|recipient|attn|party|kunde|rechnungsempf[\u00e4a]nger|"
                           r"lieferanschrift|destinataire|factur[\u00e9e]\s+[\u00e0a]|klant|cliente|destinatario|"
                           r"titulaire|to\s*:)")
 _TITLE_WORDS = re.compile(
@@ -83,6 +84,8 @@ _NOT_NAME = re.compile(
     r"(?i)(?:page\s*\d|seite\s*\d|\d+\s*(?:/|of|von|de)\s*\d+\s*$|@|www\.|https?:|\.com\b|tel\b|phone|fax|"
     r"^\W*(?:date|datum|total|subtotal|amount|qty|quantity|description|item|unit|price|vat|gst|tax|no\.?|"
     r"invoice\s+no|payment|summary|details|guest|name|page|seite|bank|iban|account|kunden?|customer)\b|"
+    r"^\W*(?:contact(?:\s+us)?|nous\s+contacter|contactez[\s-]nous|kontakt|contacteer\s+ons|cont[a\u00e1]ctenos|"
+    r"contattaci)\W*$|"  # a contact heading
     r"\b(?:street|st\.|road|rd\.?|avenue|ave\.?|lane|jalan|jln|taman|straße|strasse|str\.|weg|laan|rue|via|calle|"
     r"boulevard|blvd|suite|floor|building|po\s+box|postfach)\b|"
     r"[^\W\d_]{3,}(?:stra\u00dfe|strasse|weg|gasse|allee|platz|laan|straat)\s*\d)")  # "Uferweg 40": a street
@@ -292,7 +295,7 @@ def issuer_choice(text: str, doc_type: str | None = None) -> Choice:
         # the payee of the bank details, or a legal name the page prints (the one it repeats most first), over a
         # letterhead line with no legal form
         ("weak", (named + legal_in(everywhere)) if named else []),
-        ("weak", [s for i in head[:3] for s in _spans(lines[i])[:1]]),
+        ("weak", _with_domain_names([s for i in head[:3] for s in _spans(lines[i])[:1]], lines, buyer)),
         ("unlabelled", legal_in(everywhere)),
     ]
     for tier, values in tiers:
@@ -302,6 +305,15 @@ def issuer_choice(text: str, doc_type: str | None = None) -> Choice:
             return Choice(tuple(values), tier, nullable=tier != "strong",
                           decided=tier == "strong" and len(groups) == 1)
     return Choice((), "none", nullable=True)
+
+
+def _with_domain_names(names: list[str], lines: list[str], buyer: set[int]) -> list[str]:
+    """The letterhead's names and the names the page prints that spell its own web or e-mail domain ("EDF" for
+    edf.fr), unless a letterhead name already holds them ("DOMINO'S PIZZA" holds "DOMINO'S")."""
+    held = [n.casefold() for n in names]
+    spelled = [d for d in names_spelling_domains(lines, buyer)
+               if _name_like(d) and not any(d.casefold() in h for h in held)]
+    return names + spelled
 
 
 DOMINANT = 2  # a name printed this many times as often as any other candidate is the issuer
