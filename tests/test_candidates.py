@@ -196,6 +196,25 @@ def test_net_plus_tax_proves_the_total_among_several_labelled_ones() -> None:
 
 
 
+
+@pytest.mark.parametrize("paid", ["Amount Paid: $15,000.00", "Less: payment received $15,000.00",
+                                  "Anzahlung 15.000,00", "Deposit paid 15,000.00"])
+def test_an_amount_due_after_a_payment_is_not_the_invoice_total(paid: str) -> None:
+    """Total 19,647.68, a payment of 15,000.00 already made, balance due 4,647.68: the invoice's total is the
+    total (the schema's amount), not what is left to pay."""
+    text = f"Subtotal: $17,861.32\nTax: $1,786.36\nTotal: $19,647.68\n{paid}\nBalance Due: $4,647.68"
+    choice = fields(text)["amount"]
+    assert choice.values == ("19647.68",)
+    assert fields("Total: $19,647.68\nBalance Due: $19,647.68")["amount"].values == ("19647.68",)
+
+
+def test_an_indian_intra_state_tax_split_in_equal_halves_proves_the_total() -> None:
+    """CGST and SGST are equal halves of one GST: where text extraction set one half apart from its label, the
+    total is still net + 2 x half."""
+    text = "Total 2,287.50\n320.25\nCGST 320.25\nSGST\n1 NOS 2,928.00\nTotal E. & O.E"
+    choice = fields(text)["amount"]
+    assert choice.values == ("2928.00",) and choice.decided
+
 @pytest.mark.parametrize("tax", ["Versicherungsteuer", "Umsatzsteuer", "Mehrwertsteuer"])
 def test_a_german_compound_tax_line_proves_the_total(tax: str) -> None:
     """German names a tax as a compound ending in 'steuer': its line's figure is a tax for the net + tax = gross

@@ -66,6 +66,11 @@ _TAX_LINE = re.compile(r"(?i)(?<![^\W\d_])(?:vat|tax|gst|sst|mwst|ust|tva|btw|iv
                        r"[^\W\d_]*steuer|taxe|imposto|impuesto|moms|alv|dph|pdv)(?![^\W\d_])")
 
 
+_CGST = re.compile(r"(?i)(?<![^\W\d_])cgst(?![^\W\d_])")
+_SGST = re.compile(r"(?i)(?<![^\W\d_])(?:sgst|utgst)(?![^\W\d_])")
+_CGST_OR_SGST = re.compile(r"(?i)(?<![^\W\d_])(?:cgst|sgst|utgst)(?![^\W\d_])")
+
+
 def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[str]:
     """Candidate totals the page proves by arithmetic: the total equals a printed amount (the net) plus one or two
     amounts printed on tax lines (VAT; CGST and SGST). Net + tax = gross holds in every language."""
@@ -75,9 +80,14 @@ def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[st
     printed = unique(f.value for f in found)[:MAX_SUM_PARTS]
     tax_d = [Decimal(v) for v in taxes if Decimal(v) > 0]
     net_d = {Decimal(v) for v in printed if Decimal(v) > 0}
+    # India's GST within a state is two equal halves, CGST and SGST (or UTGST): one printed half proves the pair
+    split = bool(_CGST.search(text) and _SGST.search(text))
+    halves = {Decimal(f.value) for f in found if split and _CGST_OR_SGST.search(lines[f.line])} & set(tax_d)
     proven = set()
     for total in totals:
         t = Decimal(total)
+        if any(t - 2 * h in net_d and t - 2 * h > h for h in halves):
+            proven.add(total)
         for i, a in enumerate(tax_d):
             if t - a in net_d and t - a > a:  # the net is larger than its tax
                 proven.add(total)
@@ -149,11 +159,29 @@ def _without_carried(text: str, found: list[Located], values: list[str], tier: s
     return (unique(own), WEAK) if own else (values, tier)
 
 
+# A payment already made towards this invoice: what is left to pay (total - payment) is not the invoice's total.
+_PAYMENT_MADE = re.compile(r"(?i)(?:amount\s+)?paid(?:\s+amount)?|payments?\s+(?:received|made)|deposit|"
+                           r"anzahlung|bereits\s+(?:bezahlt|gezahlt)|acompte|d[\u00e9e]j[\u00e0a]\s+(?:pay|r[\u00e9e]gl)|"
+                           r"aanbetaling|reeds\s+betaald|anticipo|pago\s+a\s+cuenta")
+
+
+def _before_payments(text: str, found: list[Located], values: list[str], tier: str) -> tuple[list[str], str]:
+    """When the page prints a total T, a payment P already made and an amount due D = T - P, the invoice's total
+    (the schema's amount) is T."""
+    lines = text.splitlines()
+    if tier != STRONG:
+        return values, tier
+    paid = {Decimal(f.value) for f in found if _PAYMENT_MADE.search(lines[f.line]) and Decimal(f.value) > 0}
+    totals = [f.value for f in found if f.tier in LABELLED_TIERS and not _PAYMENT_MADE.search(lines[f.line])]
+    own = [t for t in totals if any(Decimal(t) - p == Decimal(d) for d in values for p in paid)]
+    return (unique(own), WEAK) if own else (values, tier)
+
+
 def amount_choice(text: str, doc_type: str | None = None) -> Choice:
     # a labelled zero ("TOTAL SAVING: 0.00", "Rounding 0.00") is no document's amount: unlabelled, it is no choice
     found = [f if Decimal(f.value) or f.tier is None else Located(f.value, None, f.line, f.start)
              for f in locate(text, "amount", amount_spans, doc_type)]
-    values, tier = _without_carried(text, found, *_tiered(found))
+    values, tier = _before_payments(text, found, *_without_carried(text, found, *_tiered(found)))
     paid = _paid(text, found)
     anywhere = sorted(_sums_of_parts(text, found, unique(f.value for f in found)) | paid, key=Decimal)
     if tier in LABELLED_TIERS:
