@@ -48,7 +48,8 @@ def test_sigkill_at_random_steps_then_rerun_loses_and_duplicates_nothing(tmp_pat
     assert all(want[ds] for ds in DATASETS)
     rng = random.Random(20)
     tail = total * 2 // 3  # the last third: commit, publish and cleanup
-    points = sorted(set(rng.sample(range(1, tail), 4)) | set(rng.sample(range(tail, total + 1), 7)) | {total})
+    # eight kills (each a fresh process and a rerun: ~12 s apiece), most where the run commits and publishes
+    points = sorted(set(rng.sample(range(1, tail), 3)) | set(rng.sample(range(tail, total + 1), 4)) | {total})
     for n in points:
         out = tmp_path / f"kill{n}"
         killed = _kill_at(inp, out, fake_model, n)
