@@ -274,6 +274,9 @@ def test_cash_tendered_minus_change_proves_the_amount_not_a_chance_sum() -> None
     # a weak label the page's arithmetic contradicts: net + tax and cash - change both prove 29.68
     ("3122 29.68 29.68 SR\nTotal Sales (Inclusive of GST) : CN\nCASH : 29.68\nChange : 0.00\n"
      "Tax Code % Amt (RM) Tax (RM)\nSR 6 28.00 1.68\nTotal : 28.00 1.68", "29.68"),
+    # the currency glued to its figure, and OCR gluing it to the label too: the rounded total paid
+    ("Total (Incl GST, 0%) RM14.18\nRounding RM0.02\nGrand Tota1RM14.20\nTotal Paid RM20.20\nChange RM6.00", "14.20"),
+    ("Total Amount: RM8.48\nRounding: RM0.02\nNett Total: RM8.50\nCASH RM8.50\nChange RM0.00", "8.50"),
 ])
 def test_a_scanned_receipts_amount_survives_ocr_and_is_checked_by_its_arithmetic(case: tuple) -> None:
     text, amount = case
@@ -297,6 +300,14 @@ def test_a_total_excluding_tax_is_not_the_amount() -> None:
     assert choice.values == ("82.68",) and choice.decided
 
 
+
+
+@given(cents=st.integers(min_value=1, max_value=9_999_999), code=st.sampled_from(["RM", "EUR", "USD", "SGD"]),
+       label=st.sampled_from(["Total: ", "TOTAL ", "Amount due "]))
+def test_a_currency_glued_to_its_figure_still_leaves_the_figure(cents: int, code: str, label: str) -> None:
+    value = f"{Decimal(cents) / 100:.2f}"
+    assert value in amount_candidates(f"{label}{code}{value}")
+    assert amount_candidates(f"INV{value}") == []  # a letter prefix that is no currency is an identifier
 
 @pytest.mark.parametrize("rate", ["@6.00%", "6.00 %", "@ 6,00%", "6.00\u00a0%"])
 def test_a_rate_is_never_the_amount(rate: str) -> None:

@@ -46,10 +46,20 @@ def _plain(sign: str | None, whole: str, frac: str) -> str:
     return f"{'-' if sign else ''}{int(re.sub(r'[^0-9]', '', whole))}.{frac}"
 
 
+# A currency glued to its figure ("RM8.48", "EUR12.50"; OCR of a receipt also glues it to the label before it:
+# "Tota1RM14.20"): the code is blanked out (same length, so positions hold) before two-decimal figures are scanned.
+_GLUED_CODE = re.compile(r"(?<![A-Z])(?P<code>RM|[A-Z]{3})(?=[-\u2212]?\d)")
+
+
+def _unglued(text: str) -> str:
+    return _GLUED_CODE.sub(lambda m: " " * len(m[0]) if m["code"] == "RM" or m["code"] in iso_currencies() else m[0],
+                           text)
+
+
 def amount_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, plain decimal) of every amount the text prints (see `amount_candidates`), in text order."""
     found: list[tuple[int, int, str]] = []
-    for m in _AMOUNT.finditer(text):
+    for m in _AMOUNT.finditer(_unglued(text)):
         grp, dec = m["grp"], m["dec"]
         if grp and grp in ".," and grp == dec:
             continue  # "1.234.56" is not an amount
