@@ -144,6 +144,10 @@ def test_a_date_run_into_its_time_is_still_a_date(day: dt.date, sep: str, time: 
     assert fields(text)["date"].values == (day.isoformat(),)
     # six digits after the year with no time's colon stay no date
     assert fields("Ref 10-03-2018230306\nTOTAL RM 4.00")["date"].values == ()
+    # year first: the time runs into the day ("Date:2018/02/2213:34:14")
+    year_first = f"{day.year}{sep if sep != '.' else '/'}{day.month:02d}{sep if sep != '.' else '/'}{day.day:02d}{time}"
+    text = f"KEDAI MAJU SDN BHD\n43300 Seri Kembangan, Selangor\nDate:{year_first}\nTOTAL RM 4.00"
+    assert fields(text)["date"].values == (day.isoformat(),)
 
 
 # ------------------------------------------------------------------ amounts

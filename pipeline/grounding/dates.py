@@ -26,9 +26,11 @@ TWO_DIGIT_PIVOT = 69  # two-digit years 00-68 are 2000-2068, 69-99 are 1969-1999
 # A four-digit year may run straight into the time printed after it: OCR of a receipt drops the space
 # ("10-03-201823:03:06").
 _TIME_AFTER_YEAR = r"(?<=\d{4})(?=\d{1,2}:\d{2}(?!\d))"
+# ... and year first, into the two-digit day ("2018/02/2213:34:14").
+_TIME_AFTER_DAY = r"(?<=\d{2})(?=\d{1,2}:\d{2}(?!\d))"
 _NUMERIC_DATES = (
-    re.compile(r"(?<![\d/.-])(?P<y>\d{4})-(?P<m>\d{1,2})-(?P<d>\d{1,2})(?![\d])"),
-    re.compile(r"(?<![\d/.-])(?P<y>\d{4})[/.](?P<m>\d{1,2})[/.](?P<d>\d{1,2})(?!\d|[/.]\d)"),
+    re.compile(rf"(?<![\d/.-])(?P<y>\d{{4}})-(?P<m>\d{{1,2}})-(?P<d>\d{{1,2}})(?:{_TIME_AFTER_DAY}|(?![\d]))"),
+    re.compile(rf"(?<![\d/.-])(?P<y>\d{{4}})[/.](?P<m>\d{{1,2}})[/.](?P<d>\d{{1,2}})(?:{_TIME_AFTER_DAY}|(?!\d|[/.]\d))"),
     re.compile(rf"(?<![\d.])(?P<d>\d{{1,2}})\.(?P<m>\d{{1,2}})\.(?P<y>\d{{4}}|\d{{2}})(?:{_TIME_AFTER_YEAR}|(?!\d|\.\d))"),
 )
 # d/m/y or m/d/y (also with dashes): ambiguous on its own; read in the document's order. OCR of thermal paper
