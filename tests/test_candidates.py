@@ -369,7 +369,7 @@ def test_a_letterhead_name_set_over_two_lines_or_with_digits_in_its_initials_is_
 
 @settings(deadline=None)  # the first example loads the CLDR and GeoNames tables
 @given(printed=st.sampled_from(["SUN VICTORY SON BHD", "SUN VICTORY SDN BHO", "SUN VICTORY SUN BHD",
-                                "SUN VICTORY S0N. BHD.", "SUN VICTORY SDN BHD"]))
+                                "SUN VICTORY S0N. BHD.", "SUN VICTORY SDN BHD", "SUN VICTORY SDNBHD"]))
 def test_a_legal_form_misread_by_ocr_is_read_as_the_form(printed: str) -> None:
     # Tesseract reads D as O or U and D as O on thermal paper; the legal form is the field's vocabulary, so a
     # near-miss of it is the form itself (and the name's own words are left as printed)

@@ -54,7 +54,8 @@ def _canonical_forms(line: str) -> str:
     for form, rx in _OCR_FORM_RE:
         def canon(m: re.Match[str], form: str = form) -> str:
             seen = m.group(0)
-            if re.fullmatch(r"(?i)" + r"\.?\s*".join(form.split()) + r"\.?", seen):
+            glued = re.fullmatch(r"(?i)" + "".join(form.split()), seen)  # "SDNBHD": OCR dropped the space
+            if re.fullmatch(r"(?i)" + r"\.?\s*".join(form.split()) + r"\.?", seen) and not glued:
                 return seen  # already the form, however punctuated
             return form.upper() if seen.upper() == seen else form
         line = rx.sub(canon, line)
