@@ -161,8 +161,9 @@ def _without_carried(text: str, found: list[Located], values: list[str], tier: s
 
 # A payment already made towards this invoice: what is left to pay (total - payment) is not the invoice's total.
 _PAYMENT_MADE = re.compile(r"(?i)(?:amount\s+)?paid(?:\s+amount)?|payments?\s+(?:received|made)|deposit|"
-                           r"anzahlung|bereits\s+(?:bezahlt|gezahlt)|acompte|d[\u00e9e]j[\u00e0a]\s+(?:pay|r[\u00e9e]gl)|"
-                           r"aanbetaling|reeds\s+betaald|anticipo|pago\s+a\s+cuenta")
+                           r"anzahlung|bereits\s+(?:bezahlt|gezahlt)|acompte|"
+                           r"d[\u00e9e]j[\u00e0a]\s+(?:pay|r[\u00e9e]gl)|aanbetaling|reeds\s+betaald|anticipo|"
+                           r"pago\s+a\s+cuenta")
 
 
 def _before_payments(text: str, found: list[Located], values: list[str], tier: str) -> tuple[list[str], str]:

@@ -30,7 +30,8 @@ _TIME_AFTER_YEAR = r"(?<=\d{4})(?=\d{1,2}:\d{2}(?!\d))"
 _TIME_AFTER_DAY = r"(?<=\d{2})(?=\d{1,2}:\d{2}(?!\d))"
 _NUMERIC_DATES = (
     re.compile(rf"(?<![\d/.-])(?P<y>\d{{4}})-(?P<m>\d{{1,2}})-(?P<d>\d{{1,2}})(?:{_TIME_AFTER_DAY}|(?![\d]))"),
-    re.compile(rf"(?<![\d/.-])(?P<y>\d{{4}})[/.](?P<m>\d{{1,2}})[/.](?P<d>\d{{1,2}})(?:{_TIME_AFTER_DAY}|(?!\d|[/.]\d))"),
+    re.compile(rf"(?<![\d/.-])(?P<y>\d{{4}})[/.](?P<m>\d{{1,2}})[/.](?P<d>\d{{1,2}})"
+               rf"(?:{_TIME_AFTER_DAY}|(?!\d|[/.]\d))"),
     re.compile(rf"(?<![\d.])(?P<d>\d{{1,2}})\.(?P<m>\d{{1,2}})\.(?P<y>\d{{4}}|\d{{2}})(?:{_TIME_AFTER_YEAR}|(?!\d|\.\d))"),
 )
 # d/m/y or m/d/y (also with dashes): ambiguous on its own; read in the document's order. OCR of thermal paper

@@ -97,7 +97,6 @@ def _compiled() -> dict[str, tuple[list[re.Pattern[str]], list[re.Pattern[str]]]
     return {t: ([rx(f) for f in titles], [rx(f) for f in cues]) for t, (titles, cues) in _TYPES.items()}
 
 
-
 @lru_cache(maxsize=1)
 def titled_line() -> re.Pattern[str]:
     """The start of a line that opens with a document's title and, optionally, its number ("Rechnung Nr. 77",
@@ -105,6 +104,7 @@ def titled_line() -> re.Pattern[str]:
     titles = "|".join(f for titles, _ in _TYPES.values() for f in titles)
     number = r"(?:#|no\.?|nr\.?|n[\u00b0\u00ba]|number|num\.?|nummer)"
     return re.compile(rf"(?i)^\W*(?:{titles})(?![^\W_])(?:\s*{number}\s*:?\s*[^\s,;]+)?")
+
 
 def _title_weight(titles: list[re.Pattern[str]], head: str, text: str) -> int:
     """A heading names the type (3); the name used as a number's label, or only further down, says less."""

@@ -13,8 +13,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
-_HOST = re.compile(r"(?i)(?:(?<=@)|(?<![\w@.-])(?:https?://)?(?:www\.)?)((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,})"
-                   r"(?![\w-])")
+_HOST = re.compile(r"(?i)(?:(?<=@)|(?<![\w@.-])(?:https?://)?(?:www\.)?)"
+                   r"((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,})(?![\w-])")
 # where a domain names the provider of a mailbox or a page, or the software that produced the document
 SHARED = frozenset({
     "gmail", "googlemail", "hotmail", "outlook", "live", "msn", "yahoo", "aol", "icloud", "me", "gmx", "web",

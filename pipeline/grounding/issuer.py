@@ -72,7 +72,8 @@ _SELLER_LABEL = re.compile(rf"(?i)^.*?\b(?:{_SELLER_WORDS})\b\s*[:\-]?\s*")
 # the label heading its line, with a colon or alone ("Remit payment to", "Lieferant:"), not a sentence's word
 _SELLER_HEADING = re.compile(rf"(?i)^\W*(?:{_SELLER_WORDS})\b\s*(?:[:\-]\s*|$)")
 _BUYER_LABEL = re.compile(r"(?i)\b(?:bill(?:ed)?\s+to|invoice\s+(?:for|to)|sold\s+to|ship(?:ped)?\s+to|deliver(?:ed)?\s+to|"
-                          r"customer(?!\s+(?:service|care|support))|(?<!service\s)client|buyer|consignee|recipient|attn|party|kunde|rechnungsempf[\u00e4a]nger|"
+                          r"customer(?!\s+(?:service|care|support))|(?<!service\s)client|buyer|consignee|"
+                          r"recipient|attn|party|kunde|rechnungsempf[\u00e4a]nger|"
                           r"lieferanschrift|destinataire|factur[\u00e9e]\s+[\u00e0a]|klant|cliente|destinatario|"
                           r"titulaire|to\s*:)")
 _TITLE_WORDS = re.compile(
