@@ -90,6 +90,9 @@ class FieldTally:
     total: int = 0
 
 
+MAX_FAILURES = 50  # failing items listed in full in the report (outputs of every item are in "outputs")
+
+
 @dataclass
 class Scores:
     """Running tallies; `report` turns them into the JSON report."""
@@ -99,6 +102,7 @@ class Scores:
     count: dict[str, int] = field(default_factory=lambda: {"document": 0, "window": 0})
     exact: dict[str, int] = field(default_factory=lambda: {"document": 0, "window": 0})
     failures: list[dict[str, Any]] = field(default_factory=list)
+    failures_left_off: int = 0  # failing items past MAX_FAILURES: counted, their outputs are in "outputs"
     confident: dict[str, FieldTally] = field(default_factory=dict)  # of the fields a row marks confident, right
 
     def add(self, item: EvalItem, text: str) -> None:
@@ -124,8 +128,10 @@ class Scores:
                 conf.correct += right
         if not wrong:
             self.exact[item.kind] += 1
-        elif len(self.failures) < 50:
+        elif len(self.failures) < MAX_FAILURES:
             self.failures.append({"id": item.id, "wrong_fields": wrong, "output": text, "gold": item.gold})
+        else:
+            self.failures_left_off += 1
 
     def report(self) -> dict[str, Any]:
         correct = sum(t.correct for t in self.fields.values())
@@ -141,6 +147,7 @@ class Scores:
                                "exact_match": self.exact[kind] / self.count[kind] if self.count[kind] else 0.0}
                         for kind in self.count},
             "failures": self.failures,
+            "failures_left_off": self.failures_left_off,
             "confident": _confident_report(self.confident, total),
         }
 

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from eval.evaluate import DEMO_MODEL_DIR, EvalItem, Scores, compare_reports, register, run_eval
+from eval.evaluate import (
+    DEMO_MODEL_DIR,
+    MAX_FAILURES,
+    EvalItem,
+    Scores,
+    compare_reports,
+    register,
+    run_eval,
+)
 from schemas import DocumentExtraction
 
 GOLD = {"doc_type": "invoice", "issuer": "A", "counterparty": None, "reference": "R1", "date": "2024-01-02",
@@ -30,6 +38,14 @@ def test_scores_count_fields_and_validity():
     assert r["overall_accuracy"] == pytest.approx((8 + 7) / 24)
     assert r["by_kind"]["document"]["exact_match"] == pytest.approx(1 / 3)
     assert [f["id"] for f in r["failures"]] == ["d1", "d1"]
+
+
+def test_failures_beyond_the_reports_list_are_counted_not_dropped_in_silence():
+    s = Scores()
+    for _ in range(MAX_FAILURES + 7):
+        s.add(_item(), json.dumps({**GOLD, "amount": "2.00"}, separators=(",", ":")))
+    r = s.report()
+    assert len(r["failures"]) == MAX_FAILURES and r["failures_left_off"] == 7
 
 
 def test_compare_reports_counts_identical_outputs():
