@@ -22,7 +22,7 @@ from pipeline.grounding.amounts import amount_spans, currency_spans
 from pipeline.grounding.dates import date_spans, document_date_order
 from pipeline.grounding.doc_types import doc_type_choice, titled_line
 from pipeline.grounding.issuer import issuer_choice
-from pipeline.grounding.labelled import Located, locate
+from pipeline.grounding.labelled import Located, line_starts, locate
 from pipeline.grounding.labels import (
     CASH_WORDS,
     CHANGE_WORDS,
@@ -68,7 +68,6 @@ _TAX_LINE = re.compile(r"(?i)(?<![^\W\d_])(?:vat|tax|gst|sst|mwst|ust|tva|btw|iv
 
 _CGST = re.compile(r"(?i)(?<![^\W\d_])cgst(?![^\W\d_])")
 _SGST = re.compile(r"(?i)(?<![^\W\d_])(?:sgst|utgst)(?![^\W\d_])")
-_CGST_OR_SGST = re.compile(r"(?i)(?<![^\W\d_])(?:cgst|sgst|utgst)(?![^\W\d_])")
 
 
 def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[str]:
@@ -82,7 +81,8 @@ def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[st
     net_d = {Decimal(v) for v in printed if Decimal(v) > 0}
     # India's GST within a state is two equal halves, CGST and SGST (or UTGST): one printed half proves the pair
     split = bool(_CGST.search(text) and _SGST.search(text))
-    halves = {Decimal(f.value) for f in found if split and _CGST_OR_SGST.search(lines[f.line])} & set(tax_d)
+    halves = {Decimal(f.value) for f in found
+              if split and (_CGST.search(lines[f.line]) or _SGST.search(lines[f.line]))} & set(tax_d)
     proven = set()
     for total in totals:
         t = Decimal(total)
@@ -147,18 +147,6 @@ _CARRIED = re.compile(r"(?i)previous\s+balance|balance\s+(?:brought|carried)\s+f
                       r"vorig\s+saldo|arrears")
 
 
-def _without_carried(text: str, found: list[Located], values: list[str], tier: str) -> tuple[list[str], str]:
-    """When the page prints a carried-over balance B and an amount due D = T + B for a printed total T, the
-    document's own total is T."""
-    lines = text.splitlines()
-    carried = {Decimal(f.value) for f in found if _CARRIED.search(lines[f.line]) and f.tier == NEGATIVE}
-    if not carried or tier != STRONG:
-        return values, tier
-    weak = [f.value for f in found if f.tier == WEAK]
-    own = [w for w in weak if any(Decimal(d) - b == Decimal(w) for d in values for b in carried)]
-    return (unique(own), WEAK) if own else (values, tier)
-
-
 # A payment already made towards this invoice: what is left to pay (total - payment) is not the invoice's total.
 _PAYMENT_MADE = re.compile(r"(?i)(?:amount\s+)?paid(?:\s+amount)?|payments?\s+(?:received|made)|deposit|"
                            r"anzahlung|bereits\s+(?:bezahlt|gezahlt)|acompte|"
@@ -166,15 +154,16 @@ _PAYMENT_MADE = re.compile(r"(?i)(?:amount\s+)?paid(?:\s+amount)?|payments?\s+(?
                            r"pago\s+a\s+cuenta")
 
 
-def _before_payments(text: str, found: list[Located], values: list[str], tier: str) -> tuple[list[str], str]:
-    """When the page prints a total T, a payment P already made and an amount due D = T - P, the invoice's total
-    (the schema's amount) is T."""
-    lines = text.splitlines()
+def _own_total(text: str, found: list[Located], values: list[str], tier: str) -> tuple[list[str], str]:
+    """When the amount due D differs from a printed labelled total T by what the page prints as carried over from
+    earlier invoices (D = T + B) or as already paid (D = T - P), the document's own total is T."""
     if tier != STRONG:
         return values, tier
-    paid = {Decimal(f.value) for f in found if _PAYMENT_MADE.search(lines[f.line]) and Decimal(f.value) > 0}
+    lines = text.splitlines()
+    adjustments = {Decimal(f.value) for f in found if _CARRIED.search(lines[f.line]) and f.tier == NEGATIVE}
+    adjustments |= {-Decimal(f.value) for f in found if _PAYMENT_MADE.search(lines[f.line]) and Decimal(f.value) > 0}
     totals = [f.value for f in found if f.tier in LABELLED_TIERS and not _PAYMENT_MADE.search(lines[f.line])]
-    own = [t for t in totals if any(Decimal(t) - p == Decimal(d) for d in values for p in paid)]
+    own = [t for t in totals if any(Decimal(d) - a == Decimal(t) for d in values for a in adjustments)]
     return (unique(own), WEAK) if own else (values, tier)
 
 
@@ -182,7 +171,7 @@ def amount_choice(text: str, doc_type: str | None = None) -> Choice:
     # a labelled zero ("TOTAL SAVING: 0.00", "Rounding 0.00") is no document's amount: unlabelled, it is no choice
     found = [f if Decimal(f.value) or f.tier is None else Located(f.value, None, f.line, f.start)
              for f in locate(text, "amount", amount_spans, doc_type)]
-    values, tier = _before_payments(text, found, *_without_carried(text, found, *_tiered(found)))
+    values, tier = _own_total(text, found, *_tiered(found))
     paid = _paid(text, found)
     anywhere = sorted(_sums_of_parts(text, found, unique(f.value for f in found)) | paid, key=Decimal)
     if tier in LABELLED_TIERS:
@@ -210,14 +199,13 @@ _TITLE_TO_DATE = re.compile(r"(?i)\s*[:,\-\u2013]?\s*(?:vom|von|du|dated|of|from
 
 def _title_dated(text: str, found: list[Located]) -> list[Located]:
     """The one date a title line prints right after the document's title and number is the document's date: a
-    strong label, whatever weak word ("vom", "du") sits between."""
+    strong label, whatever weak word ("vom", "du") sits between. (Not a label of the lexicon: a label spanning the
+    number would hide the reference's own "Nr." label inside it.)"""
     lines = text.splitlines()
     per_line: dict[int, int] = {}
     for f in found:
         per_line[f.line] = per_line.get(f.line, 0) + 1
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line) + 1)
+    offsets = line_starts(lines)
     out = []
     for f in found:
         prefix = lines[f.line][:f.start - offsets[f.line]]

@@ -22,6 +22,7 @@ SHARED = frozenset({
     "laposte", "t-online", "libero", "facebook", "instagram", "twitter", "x", "linkedin", "youtube", "tiktok",
     "google", "apple", "microsoft", "example", "localhost", "tcpdf",
 })
+_MAILBOX = re.compile(r"[\w.+-]+@")  # an e-mail address's local part
 _CREDIT = re.compile(r"(?i)\b(?:powered|generated|created|made|produced)\s+(?:by|with|using)\b")
 MIN_LETTERS = 3  # "me.com" or a two-letter host spells too many words by chance
 
@@ -49,6 +50,10 @@ def document_domains(lines: list[str]) -> list[str]:
     return list(out)
 
 
+def _blank(m: re.Match[str]) -> str:
+    return " " * len(m.group(0))  # same length: the line's positions hold
+
+
 def names_spelling_domains(lines: list[str], skip: set[int]) -> list[str]:
     """Printed word runs (outside the hosts themselves, the `skip` lines and software credits) whose letters spell
     one of the document's domains: "EDF" for edf.fr, "Azure Interior" for azure-interior.com."""
@@ -59,7 +64,7 @@ def names_spelling_domains(lines: list[str], skip: set[int]) -> list[str]:
     for i, line in enumerate(lines):
         if i in skip or _CREDIT.search(line):
             continue
-        bare = _HOST.sub(lambda m: " " * len(m.group(0)), re.sub(r"[\w.+-]+@", lambda m: " " * len(m.group(0)), line))
+        bare = _HOST.sub(_blank, _MAILBOX.sub(_blank, line))  # the hosts themselves spell nothing
         words = list(re.finditer(r"[^\W_][\w'&.-]*", bare))
         for a in range(len(words)):
             spelled = ""

@@ -132,7 +132,7 @@ def _spans(line: str) -> list[str]:
     first separator: each a verbatim part of the line."""
     out = []
     stripped = _SELLER_LABEL.sub("", line, count=1).strip()
-    if stripped and _FORM_LINE.match(stripped) and not _has_name(stripped):
+    if stripped and _FORM_LINE.match(stripped):
         stripped = line.strip()  # "Lieferant GmbH": the seller word followed by a legal form is a company's name
     stripped = _TRAILING_TITLE.sub("", stripped).strip(" ,;:-")
     if stripped:
@@ -292,13 +292,14 @@ def issuer_choice(text: str, doc_type: str | None = None) -> Choice:
 
     everywhere = [i for i in range(len(lines)) if i not in buyer]
     named = [s for i, end in payees.items() if i not in buyer for s in _spans(lines[i][end:])[:1]]
+    legal_anywhere = legal_in(everywhere)
     tiers = [
         ("strong", returned + legal_in(sorted(set(seller))) + named_in(headed) + legal_in(head)),
         # the payee of the bank details, or a legal name the page prints (the one it repeats most first), over a
         # letterhead line with no legal form
-        ("weak", (named + legal_in(everywhere)) if named else []),
+        ("weak", (named + legal_anywhere) if named else []),
         ("weak", _with_domain_names([s for i in head[:3] for s in _spans(lines[i])[:1]], lines, buyer)),
-        ("unlabelled", legal_in(everywhere)),
+        ("unlabelled", legal_anywhere),
     ]
     for tier, values in tiers:
         values = _ranked(unique(values), text)[:MAX_CANDIDATES]

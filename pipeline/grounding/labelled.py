@@ -87,6 +87,14 @@ def _columns(header: str, hits: list[LabelHit], row: str, values: list[tuple[int
     return [(start, tier) for start, (_, tier) in best.items()]
 
 
+def line_starts(lines: list[str]) -> list[int]:
+    """Where each of `text.splitlines()` starts in the text (a `Located.start` less its line's start is its column)."""
+    out = [0]
+    for line in lines:
+        out.append(out[-1] + len(line) + 1)
+    return out
+
+
 def locate(text: str, field: str, scan: Spans, doc_type: str | None = None) -> list[Located]:
     """Every value `scan` finds in `text`, each with the tier of the label of `field` it sits under (the labels
     of `doc_type`, when known, taking precedence: `pipeline.grounding.labels.TYPE_LABELS`)."""
@@ -95,9 +103,7 @@ def locate(text: str, field: str, scan: Spans, doc_type: str | None = None) -> l
         return label_hits(line, field, doc_type)
 
     lines = text.splitlines()
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line) + 1)
+    offsets = line_starts(lines)
     scanned = [scan(line) for line in lines]
     # (line, start) -> tier; a label on the value's own line beats one above it (a header row's column, a label
     # ending the line above): "BILL TO Invoice No:" heads the next line, whose own "Invoice Date:" labels its date
