@@ -63,6 +63,29 @@ def test_adapter_with_int8_quantizes_the_merged_weights(adapted: dict[str, Path]
     assert len(_greedy(llm)[0]) == 12
 
 
+def test_export_merges_the_adapter_into_the_weights_another_tool_loads(adapted: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """The exported directory holds the weights the engine runs with the adapter (peft's merged model's), so a peer
+    such as llama.cpp, converting that directory, runs the same model."""
+    from safetensors.torch import load_file
+
+    from engine import export_hf_checkpoint
+
+    out = export_hf_checkpoint(adapted["base"], tmp_path / "hf", adapter=adapted["adapter"])
+    exported = load_file(str(out / "model.safetensors"))
+    merged = load_file(str(adapted["merged"] / "model.safetensors"))
+    base = load_file(str(adapted["base"] / "model.safetensors"))
+    changed = [n for n in merged if not torch.equal(merged[n], base[n])]
+    assert changed, "the adapter must change some weights, or this test proves nothing"
+    for name, w in merged.items():
+        torch.testing.assert_close(exported[name], w, rtol=0, atol=1e-6, msg=name)
+    direct = LLM(str(adapted["base"]), dtype="float32", adapter=str(adapted["adapter"]))
+    assert _greedy(LLM(str(out), dtype="float32")) == _greedy(direct)
+    with pytest.raises(ModelLoadError, match="not a LoRA adapter"):
+        export_hf_checkpoint(adapted["base"], tmp_path / "none", adapter=tmp_path / "missing")
+    assert not (tmp_path / "none").exists()
+
+
 def test_malformed_adapters_are_clear_errors(adapted: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="not a LoRA adapter"):
         LLM(str(adapted["base"]), adapter=str(tmp_path))

@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 from engine.devices import DTYPES
 from engine.models.checkpoint import open_checkpoint
 from engine.models.config import ModelConfig
+from engine.models.lora import merge_lora, read_lora
 
 _MODEL_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2"}
 
@@ -39,20 +40,27 @@ def hf_config(cfg: ModelConfig, dtype: str) -> dict[str, Any]:
 
 
 def export_hf_checkpoint(model: str | os.PathLike[str], out_dir: str | os.PathLike[str],
-                         dtype: str = "float32") -> Path:
-    """Dequantize `model` into `out_dir` (created; must be empty or absent). Returns `out_dir`."""
+                         dtype: str = "float32", adapter: str | os.PathLike[str] | None = None) -> Path:
+    """Dequantize `model` into `out_dir` (created; must be empty or absent), with a LoRA `adapter` directory merged
+    into its weights as the engine merges it at load (so another tool runs the weights the engine runs). Returns
+    `out_dir`."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     ckpt = open_checkpoint(model)
+    lora = read_lora(adapter) if adapter is not None else None  # a malformed adapter fails before anything is written
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty")
     out.mkdir(parents=True, exist_ok=True)
-    tensors = {name: t.to(DTYPES[dtype]).contiguous() for name, t in ckpt.tensors().items()}
+    tensors = ckpt.tensors()
+    if lora is not None:
+        merge_lora(tensors, lora)
+    tensors = {name: t.to(DTYPES[dtype]).contiguous() for name, t in tensors.items()}
     if ckpt.config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
     tmp = out / "model.safetensors.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt", "source": Path(model).name})
+    save_file(tensors, str(tmp), metadata={"format": "pt", "source": Path(model).name,
+                                                     "adapter": Path(adapter).name if adapter else ""})
     os.replace(tmp, out / "model.safetensors")
     (out / "config.json").write_text(json.dumps(hf_config(ckpt.config, dtype), indent=2) + "\n")
     (out / "tokenizer.json").write_text(ckpt.tokenizer.to_json(), encoding="utf-8")
