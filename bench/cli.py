@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -41,6 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--run-config", action="append", default=None, metavar="LABEL=ARGS",
                    help="a configuration: a label and the `pipeline run` arguments it adds (repeatable; default "
                         "one run with the defaults); the first is the baseline of the ratios")
+    r.add_argument("--peer-llamacpp", default=None, metavar="P,P,...",
+                   help="also run it with llama.cpp's server as the engine (same prompts, same JSON schemas), with P "
+                        "slots each, on the --llamacpp-gguf files or the default model converted to Q8_0 and BF16 "
+                        "(needs bash scripts/build_llamacpp.sh)")
     x = p.add_argument_group("extraction workload")
     x.add_argument("--speculative", action="append", default=None, metavar="ngram|draft_model:PATH|JSON",
                    help="speculative configurations to compare with the engine default (repeatable; default ngram)")
@@ -187,14 +192,38 @@ def _run_real(args: argparse.Namespace, console: Console) -> int:
             return 2
         configs[label.strip()] = shlex.split(rest)
     try:
+        peers = _real_peers(args) if args.peer_llamacpp else {}
         results = run_real_bench(args.input or [Path("data/samples")], args.out, configs, repeat=args.repeat,
-                                 timeout_s=args.system_timeout)
+                                 timeout_s=args.system_timeout, peers=peers)
     except (FileNotFoundError, FileExistsError) as e:
         console.print(f"[red]cannot run the real workload:[/red] {e}")
         return 2
     render_real(results, Console(width=None if sys.stdout.isatty() else 220))
     console.print(f"wrote {args.out / 'real.json'}")
     return 0 if all(r["exit_status"] == 0 for r in results["runs"]) else 1
+
+
+def _real_peers(args: argparse.Namespace) -> dict[str, Any]:
+    """llama-server configurations for the real workload: each GGUF (given, or the default model the runs use,
+    converted once under --out) at each slot count, every slot the context the engine gives a request."""
+    # lazy: the bench's modules load when it runs: `pipeline --help` stays fast
+    from bench.llamacpp import DEFAULT_BIN_DIR, PEER_FORMATS, find_tool
+    from bench.llamacpp_server import SERVER, peer_gguf
+    from bench.real import PeerServer
+    from engine.models.checkpoint import open_checkpoint
+    from engine.registry import model_parts
+    from pipeline.config import default_model_dir
+
+    server = find_tool(SERVER, args.llamacpp_bin)
+    if server is None:
+        raise FileNotFoundError(f"{SERVER} not found (bash scripts/build_llamacpp.sh)")
+    model = default_model_dir()
+    ctx = open_checkpoint(model_parts(model)[0]).config.max_position_embeddings
+    ggufs = list(args.llamacpp_gguf or ()) or [
+        peer_gguf(model, args.out / "peer-gguf", args.llamacpp_bin or DEFAULT_BIN_DIR, fmt) for fmt in PEER_FORMATS]
+    threads = args.threads or len(os.sched_getaffinity(0))
+    return {f"llama.cpp server {Path(g).stem} -np {n}": PeerServer(Path(server), Path(g), n, ctx, threads)
+            for g in ggufs for n in (int(x) for x in args.peer_llamacpp.split(",") if x.strip())}
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -133,7 +134,10 @@ def time_split(manifest: dict[str, Any], wall_s: float) -> dict[str, float]:
     split["infer: prefill steps (forward)"] = prefill * (1 - _share(sample, prefill + decode))
     split["infer: decode steps (forward)"] = decode * (1 - _share(sample, prefill + decode))
     split["infer: sampling and grammar"] = sample
-    split["infer: grounding, validation, staging"] = max(0.0, t.get("infer", 0.0) - prefill - decode)
+    # a peer server (bench/llamacpp_server.py) reports one span: its prefill, decode and grammar together
+    served = float(stats.get("generate_s", 0.0)) if "prefill_step_s" not in stats else 0.0
+    split["infer: peer server (prefill, decode, grammar)"] = served
+    split["infer: grounding, validation, staging"] = max(0.0, t.get("infer", 0.0) - prefill - decode - served)
     accounted = sum(split.values())
     split["publish and other"] = max(0.0, wall_s - accounted)
     return {k: round(v, 2) for k, v in split.items()}
@@ -197,10 +201,11 @@ def measure_rates(dtype: str) -> dict[str, float]:
 
 
 def run_pipeline(input_dir: Path, output_dir: Path, extra_args: list[str], log: Path,
-                 timeout_s: float | None = None) -> tuple[float, int]:
-    """`pipeline run` in a fresh process: (wall seconds, exit status)."""
-    cmd = [sys.executable, "-m", "pipeline", "run", "--input", str(input_dir), "--output", str(output_dir),
-           "--no-progress", *extra_args]
+                 timeout_s: float | None = None, entry: tuple[str, ...] = ("-m", "pipeline", "run")
+                 ) -> tuple[float, int]:
+    """`pipeline run` in a fresh process (`entry`: another way in to it, e.g. through the llama.cpp peer):
+    (wall seconds, exit status)."""
+    cmd = [sys.executable, *entry, "--input", str(input_dir), "--output", str(output_dir), "--no-progress", *extra_args]
     t0 = time.perf_counter()
     with open(log, "w", encoding="utf-8") as fh:
         fh.write(" ".join(cmd) + "\n")
@@ -212,26 +217,72 @@ def run_pipeline(input_dir: Path, output_dir: Path, extra_args: list[str], log: 
     return time.perf_counter() - t0, rc
 
 
+@dataclass(frozen=True)
+class PeerServer:
+    """A llama-server configuration the real workload also runs through (bench/llamacpp_server.py)."""
+
+    binary: Path
+    gguf: Path
+    parallel: int
+    ctx_per_slot: int
+    threads: int
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_peer(peer: PeerServer, input_dir: Path, output_dir: Path, log: Path,
+             timeout_s: float | None = None) -> tuple[float, int, float]:
+    """The pipeline run with llama-server as its engine: (wall seconds with the server's start, exit status, the
+    server's start in seconds). The server starts fresh for the run, as the engine loads for ours."""
+    # lazy: the peer's client loads only when a peer runs
+    from bench.llamacpp_server import start_server, stop_server
+
+    port = _free_port()
+    t0 = time.perf_counter()
+    proc = start_server(peer.binary, peer.gguf, peer.parallel, peer.ctx_per_slot, peer.threads, port,
+                        log.with_suffix(".server.log"))
+    started = time.perf_counter() - t0
+    try:
+        wall, rc = run_pipeline(input_dir, output_dir, [], log, timeout_s,
+                                entry=("-m", "bench.llamacpp_server", f"http://127.0.0.1:{port}", "--"))
+    finally:
+        stop_server(proc)
+    return started + wall, rc, started
+
+
 def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]], repeat: int = 1,
-                   timeout_s: float | None = None) -> dict[str, Any]:
-    """Each configuration (label -> extra `pipeline run` arguments) on the combined folder, `repeat` times in
-    alternation, into a fresh output folder each time; the fastest run of each counts."""
+                   timeout_s: float | None = None, peers: dict[str, PeerServer] | None = None) -> dict[str, Any]:
+    """Each configuration (label -> extra `pipeline run` arguments), then each peer server configuration, on the
+    combined folder, `repeat` times in alternation, into a fresh output folder each time; the fastest run of each
+    counts."""
     inputs = collect_inputs(dirs)
     input_dir = link_inputs(inputs, out_dir / "input")
     n_docs = sum(1 for i in inputs if i.source.suffix.lower() in DOCUMENT_SUFFIXES)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
     best: dict[str, dict[str, Any]] = {}
     manifests: dict[str, dict[str, Any] | None] = {}  # the manifest of each label's best run
+    peers = peers or {}
     for attempt in range(max(1, repeat)):
-        for label, extra in configs.items():
+        for label in [*configs, *peers]:
             run_out = out_dir / "runs" / f"{_slug(label)}-{attempt}"
             if run_out.exists():
                 raise FileExistsError(f"{run_out} exists: give the bench a fresh --out")
-            wall, rc = run_pipeline(input_dir, run_out, extra, out_dir / "logs" / f"{_slug(label)}-{attempt}.log",
-                                    timeout_s)
+            log = out_dir / "logs" / f"{_slug(label)}-{attempt}.log"
+            row: dict[str, Any] = {"label": label, "output_dir": str(run_out)}
+            if label in configs:
+                wall, rc = run_pipeline(input_dir, run_out, configs[label], log, timeout_s)
+                row["args"] = configs[label]
+            else:
+                peer = peers[label]
+                wall, rc, started = run_peer(peer, input_dir, run_out, log, timeout_s)
+                row.update({"peer": {"gguf": str(peer.gguf), "parallel": peer.parallel, "threads": peer.threads,
+                                     "ctx_per_slot": peer.ctx_per_slot}, "server_start_s": round(started, 2)})
             manifest = latest_manifest(run_out) if rc == 0 else None
-            row: dict[str, Any] = {"label": label, "args": extra, "exit_status": rc, "wall_s": round(wall, 2),
-                                   "output_dir": str(run_out)}
+            row.update({"exit_status": rc, "wall_s": round(wall, 2)})
             if manifest is not None:
                 stats = manifest.get("engine_stats", {}) or {}
                 row.update({
@@ -245,7 +296,8 @@ def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]
                 })
             if label not in best or (row.get("documents_per_hour") or 0) > (best[label].get("documents_per_hour") or 0):
                 best[label], manifests[label] = row, manifest
-    measured = [(best[label], m) for label, m in manifests.items() if m is not None]
+    # the floor is the engine's (its model's shape and dtype); a peer's row has its own span instead
+    measured = [(best[label], m) for label, m in manifests.items() if m is not None and label not in peers]
     if measured and (measured[0][1].get("engine_config") or {}).get("device") == "cpu":
         rates = measure_rates(measured[0][1]["engine_config"].get("dtype", "float32"))
         for row, manifest in measured:  # each run's output folder is its own: one manifest in it

@@ -17,7 +17,8 @@ from typing import Any
 from engine import configure_cpu_threads
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _cmd_run(args: argparse.Namespace, stages: Any = None) -> int:
+    """`pipeline run`; `stages` (a `pipeline.run.Stages`) swaps how a stage runs, e.g. the bench's llama.cpp peer."""
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pydantic import ValidationError
     from rich.console import Console
@@ -68,7 +69,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from pipeline.output.sink import OutputError
 
     try:
-        summary = run_pipeline(cfg)
+        summary = run_pipeline(cfg) if stages is None else run_pipeline(cfg, stages=stages)
     except OutputError as exc:  # disk full, read-only, not a directory: one line, staged work kept for a re-run
         console.print(f"[red]run failed:[/red] {escape(str(exc))}", soft_wrap=True)
         return 4
