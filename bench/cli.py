@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also run it with llama.cpp's server as the engine (same prompts, same JSON schemas), with P "
                         "slots each, on the --llamacpp-gguf files or the default model converted to Q8_0 and BF16 "
                         "(needs bash scripts/build_llamacpp.sh)")
+    r.add_argument("--peer-hf", action="store_true",
+                   help="also run it with HF transformers generate in batches of 4 as the engine (the naive baseline; "
+                        "same prompts, the same JSON schemas through the engine's grammar), in --dtype")
     x = p.add_argument_group("extraction workload")
     x.add_argument("--speculative", action="append", default=None, metavar="ngram|draft_model:PATH|JSON",
                    help="speculative configurations to compare with the engine default (repeatable; default ngram)")
@@ -193,6 +196,13 @@ def _run_real(args: argparse.Namespace, console: Console) -> int:
         configs[label.strip()] = shlex.split(rest)
     try:
         peers = _real_peers(args) if args.peer_llamacpp else {}
+        if args.peer_hf:
+            # lazy: as above
+            from bench.config import default_dtype
+            from bench.real import HFPeer
+
+            dtype = default_dtype("cpu") if args.dtype == "auto" else args.dtype
+            peers["hf generate b4"] = HFPeer(dtype, args.out / "hf-peer")
         results = run_real_bench(args.input or [Path("data/samples")], args.out, configs, repeat=args.repeat,
                                  timeout_s=args.system_timeout, peers=peers)
     except (FileNotFoundError, FileExistsError) as e:

@@ -228,16 +228,28 @@ class PeerServer:
     threads: int
 
 
+@dataclass(frozen=True)
+class HFPeer:
+    """HF transformers `generate` in batches of 4 as the run's engine (bench/hf_peer.py): the naive baseline."""
+
+    dtype: str
+    cache_dir: Path
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def run_peer(peer: PeerServer, input_dir: Path, output_dir: Path, log: Path,
+def run_peer(peer: PeerServer | HFPeer, input_dir: Path, output_dir: Path, log: Path,
              timeout_s: float | None = None) -> tuple[float, int, float]:
-    """The pipeline run with llama-server as its engine: (wall seconds with the server's start, exit status, the
-    server's start in seconds). The server starts fresh for the run, as the engine loads for ours."""
+    """The pipeline run with a peer as its engine: (wall seconds with a server's start, exit status, the server's
+    start in seconds). A server starts fresh for the run, as the engine loads for ours."""
+    if isinstance(peer, HFPeer):  # loads its model inside the run, as the engine does
+        wall, rc = run_pipeline(input_dir, output_dir, [], log, timeout_s, entry=(
+            "-m", "bench.hf_peer", "--dtype", peer.dtype, "--cache", str(peer.cache_dir), "--"))
+        return wall, rc, 0.0
     # lazy: the peer's client loads only when a peer runs
     from bench.llamacpp_server import start_server, stop_server
 
@@ -255,7 +267,8 @@ def run_peer(peer: PeerServer, input_dir: Path, output_dir: Path, log: Path,
 
 
 def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]], repeat: int = 1,
-                   timeout_s: float | None = None, peers: dict[str, PeerServer] | None = None) -> dict[str, Any]:
+                   timeout_s: float | None = None, peers: dict[str, PeerServer | HFPeer] | None = None
+                   ) -> dict[str, Any]:
     """Each configuration (label -> extra `pipeline run` arguments), then each peer server configuration, on the
     combined folder, `repeat` times in alternation, into a fresh output folder each time; the fastest run of each
     counts."""
@@ -279,8 +292,8 @@ def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]
             else:
                 peer = peers[label]
                 wall, rc, started = run_peer(peer, input_dir, run_out, log, timeout_s)
-                row.update({"peer": {"gguf": str(peer.gguf), "parallel": peer.parallel, "threads": peer.threads,
-                                     "ctx_per_slot": peer.ctx_per_slot}, "server_start_s": round(started, 2)})
+                row.update({"peer": {k: str(v) if isinstance(v, Path) else v for k, v in vars(peer).items()},
+                            "server_start_s": round(started, 2)})
             manifest = latest_manifest(run_out) if rc == 0 else None
             row.update({"exit_status": rc, "wall_s": round(wall, 2)})
             if manifest is not None:
