@@ -134,9 +134,9 @@ def time_split(manifest: dict[str, Any], wall_s: float) -> dict[str, float]:
     split["infer: prefill steps (forward)"] = prefill * (1 - _share(sample, prefill + decode))
     split["infer: decode steps (forward)"] = decode * (1 - _share(sample, prefill + decode))
     split["infer: sampling and grammar"] = sample
-    # a peer server (bench/llamacpp_server.py) reports one span: its prefill, decode and grammar together
+    # a peer engine (bench/llamacpp_server.py, bench/hf_peer.py) reports one span: prefill, decode, grammar
     served = float(stats.get("generate_s", 0.0)) if "prefill_step_s" not in stats else 0.0
-    split["infer: peer server (prefill, decode, grammar)"] = served
+    split["infer: peer engine (prefill, decode, grammar)"] = served
     split["infer: grounding, validation, staging"] = max(0.0, t.get("infer", 0.0) - prefill - decode - served)
     accounted = sum(split.values())
     split["publish and other"] = max(0.0, wall_s - accounted)
@@ -269,7 +269,7 @@ def run_peer(peer: PeerServer | HFPeer, input_dir: Path, output_dir: Path, log: 
 def run_real_bench(dirs: list[Path], out_dir: Path, configs: dict[str, list[str]], repeat: int = 1,
                    timeout_s: float | None = None, peers: dict[str, PeerServer | HFPeer] | None = None
                    ) -> dict[str, Any]:
-    """Each configuration (label -> extra `pipeline run` arguments), then each peer server configuration, on the
+    """Each configuration (label -> extra `pipeline run` arguments), then each peer configuration, on the
     combined folder, `repeat` times in alternation, into a fresh output folder each time; the fastest run of each
     counts."""
     inputs = collect_inputs(dirs)

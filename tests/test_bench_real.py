@@ -69,12 +69,12 @@ def test_the_time_split_accounts_for_the_whole_wall_time() -> None:
     assert split["infer: prefill steps (forward)"] + split["infer: decode steps (forward)"] == pytest.approx(15.0)
     assert split["infer: grounding, validation, staging"] == 2.0
     assert split["startup (imports, kernels, output checks)"] == 4.0
-    assert split["infer: peer server (prefill, decode, grammar)"] == 0.0
-    # a peer server's run (bench/llamacpp_server.py) reports one span for its model work
+    assert split["infer: peer engine (prefill, decode, grammar)"] == 0.0
+    # a peer's run (bench/llamacpp_server.py, bench/hf_peer.py) reports one span for its model work
     peer = {**manifest, "engine_stats": {"generate_s": 17.0}}
     split = time_split(peer, wall_s=40.0)
     assert sum(split.values()) == pytest.approx(40.0, abs=0.05)
-    assert split["infer: peer server (prefill, decode, grammar)"] == 17.0
+    assert split["infer: peer engine (prefill, decode, grammar)"] == 17.0
     assert split["infer: grounding, validation, staging"] == 3.0
 
 
