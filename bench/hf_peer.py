@@ -64,6 +64,7 @@ class HFGenerateLLM:
         # lazy: transformers and the engine's exporter load only for a baseline run
         from transformers import AutoModelForCausalLM
 
+        # lazy: as above
         from engine import export_hf_checkpoint, load_tokenizer
         from engine.models.checkpoint import open_checkpoint
         from engine.registry import model_parts
