@@ -52,7 +52,7 @@ class _StepClock:
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
-def _left_padded(prompts: list[list[int]], device: str) -> tuple[torch.Tensor, torch.Tensor]:
+def left_padded(prompts: list[list[int]], device: str) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), _PAD_ID, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -67,7 +67,7 @@ def _generate(model: Any, prompts: list[list[int]], new_tokens: int, device: str
     # lazy: heavy, and only the HF baselines and loading checks need it
     from transformers import GenerationConfig, StoppingCriteriaList
 
-    ids, mask = _left_padded(prompts, device)
+    ids, mask = left_padded(prompts, device)
     clock = _StepClock(device)
     cfg = GenerationConfig(
         do_sample=False, max_new_tokens=new_tokens, min_new_tokens=0, eos_token_id=None, pad_token_id=_PAD_ID,

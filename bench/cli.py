@@ -217,8 +217,8 @@ def _real_peers(args: argparse.Namespace) -> dict[str, Any]:
     """llama-server configurations for the real workload: each GGUF (given, or the default model the runs use,
     converted once under --out) at each slot count, every slot the context the engine gives a request."""
     # lazy: the bench's modules load when it runs: `pipeline --help` stays fast
-    from bench.llamacpp import DEFAULT_BIN_DIR, PEER_FORMATS, find_tool
-    from bench.llamacpp_server import SERVER, peer_gguf
+    from bench.llamacpp import DEFAULT_BIN_DIR, find_tool, peer_ggufs
+    from bench.llamacpp_server import SERVER, merged_gguf
     from bench.real import PeerServer
     from engine.models.checkpoint import open_checkpoint
     from engine.registry import model_parts
@@ -229,8 +229,13 @@ def _real_peers(args: argparse.Namespace) -> dict[str, Any]:
         raise FileNotFoundError(f"{SERVER} not found (bash scripts/build_llamacpp.sh)")
     model = default_model_dir()
     ctx = open_checkpoint(model_parts(model)[0]).config.max_position_embeddings
-    ggufs = list(args.llamacpp_gguf or ()) or [
-        peer_gguf(model, args.out / "peer-gguf", args.llamacpp_bin or DEFAULT_BIN_DIR, fmt) for fmt in PEER_FORMATS]
+    ggufs: list[Path] | str = list(args.llamacpp_gguf or ())
+    if not ggufs:  # the model the runs use, merged and converted, then quantized as the standard peer's files are
+        gguf_dir = args.out / "peer-gguf"
+        f32 = merged_gguf(model, gguf_dir, args.llamacpp_bin or DEFAULT_BIN_DIR)
+        ggufs = peer_ggufs(f32, (), gguf_dir, args.llamacpp_bin)
+    if isinstance(ggufs, str):
+        raise FileNotFoundError(ggufs)
     threads = args.threads or len(os.sched_getaffinity(0))
     return {f"llama.cpp server {Path(g).stem} -np {n}": PeerServer(Path(server), Path(g), n, ctx, threads)
             for g in ggufs for n in (int(x) for x in args.peer_llamacpp.split(",") if x.strip())}

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from bench.baselines import left_padded
+from bench.peer_engine import PeerEngine, run_pipeline_with, split_args
 from engine import CompletionOutput, RequestMetrics, RequestOutput
 
 BATCH_SIZE = 4
@@ -54,10 +56,8 @@ class _GrammarMask:
         return scores
 
 
-class HFGenerateLLM:
+class HFGenerateLLM(PeerEngine):
     """HF `generate` (greedy, left-padded batches of `batch_size` in the order given) driven like the engine."""
-
-    kv_capacity_tokens = None
 
     def __init__(self, model: str | Path, cache_dir: Path, dtype: str = "float32", batch_size: int = BATCH_SIZE,
                  threads: int | None = None) -> None:
@@ -65,7 +65,7 @@ class HFGenerateLLM:
         from transformers import AutoModelForCausalLM
 
         # lazy: as above
-        from engine import export_hf_checkpoint, load_tokenizer
+        from engine import export_hf_checkpoint
         from engine.models.checkpoint import open_checkpoint
         from engine.registry import model_parts
         from engine.structured import StructuredOutputBackend
@@ -79,12 +79,11 @@ class HFGenerateLLM:
         t0 = time.perf_counter()
         self.model = AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=getattr(torch, dtype)).eval()
         self.load_s = time.perf_counter() - t0
-        self.tokenizer = load_tokenizer(base)
-        cfg = open_checkpoint(base).config
-        self.max_model_len = int(cfg.max_position_embeddings)
-        self.eos = list(open_checkpoint(base).eos_token_ids)
-        self.pad = self.eos[0]
-        self.backend = StructuredOutputBackend(self.tokenizer.to_json(), cfg.vocab_size, self.eos)
+        ckpt = open_checkpoint(base)
+        self.tokenizer = ckpt.tokenizer
+        self.max_model_len = int(ckpt.config.max_position_embeddings)
+        self.eos = list(ckpt.eos_token_ids)
+        self.backend = StructuredOutputBackend(self.tokenizer.to_json(), ckpt.config.vocab_size, self.eos)
         self.batch_size, self.dtype, self.model_name = batch_size, dtype, str(model)
         self._stats = {"requests": 0, "prompt_tokens": 0, "output_tokens": 0, "generate_s": 0.0}
 
@@ -96,20 +95,19 @@ class HFGenerateLLM:
         return dict(self._stats)
 
     def close(self) -> None:
-        self.model = None
+        self.model = None  # the weights go with the run
 
     def _batch(self, idx: list[int], prompts: list[list[int]], params: list[Any]) -> list[RequestOutput]:
         arrival = time.monotonic()
-        width = max(len(p) for p in prompts)
-        ids = torch.tensor([[self.pad] * (width - len(p)) + list(p) for p in prompts])
-        attn = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        ids, attn = left_padded(prompts, "cpu")
+        width = ids.shape[1]
         matchers = [self.backend.new_matcher(p.json_schema) if getattr(p, "json_schema", None) else None
                     for p in params]
         mask = _GrammarMask(self.backend, matchers, width)
         new = max(int(p.max_tokens) for p in params)
         with torch.inference_mode():
             out = self.model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=new, do_sample=False,
-                                      eos_token_id=self.eos, pad_token_id=self.pad, logits_processor=[mask])
+                                      eos_token_id=self.eos, pad_token_id=self.eos[0], logits_processor=[mask])
         finish = time.monotonic()
         results = []
         for r, (i, p) in enumerate(zip(idx, params)):
@@ -143,26 +141,16 @@ class HFGenerateLLM:
         finally:
             self._stats["generate_s"] += time.perf_counter() - t0
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: Any, progress: bool = False) -> list[RequestOutput]:
-        return sorted(self.generate_stream(prompts, params, progress), key=lambda o: o.index)
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m bench.hf_peer [--dtype D] [--cache DIR] -- <pipeline run arguments>`."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in args:
-        print("usage: python -m bench.hf_peer [--dtype D] [--cache DIR] -- <pipeline run arguments>", file=sys.stderr)
+    split = split_args(sys.argv[1:] if argv is None else argv,
+                       "python -m bench.hf_peer [--dtype D] [--cache DIR] -- <pipeline run arguments>")
+    if split is None:
         return 2
-    own, run_args = args[: args.index("--")], args[args.index("--") + 1:]
-    opts = dict(zip(own[::2], own[1::2]))
-    # lazy: the pipeline's CLI loads only when a baseline run starts
-    from pipeline.cli import build_parser
-    from pipeline.run import Stages
-
-    parsed = build_parser().parse_args(["run", *run_args])
-    cache = Path(opts.get("--cache", "bench-out/hf-peer"))
-    stages = Stages(load_llm=lambda model, **_: HFGenerateLLM(model, cache, dtype=opts.get("--dtype", "float32")))
-    return int(parsed.func(parsed, stages=stages))
+    opts = dict(zip(split[0][::2], split[0][1::2]))
+    cache, dtype = Path(opts.get("--cache", "bench-out/hf-peer")), opts.get("--dtype", "float32")
+    return run_pipeline_with(lambda model, **_engine_kwargs: HFGenerateLLM(model, cache, dtype=dtype), split[1])
 
 
 if __name__ == "__main__":

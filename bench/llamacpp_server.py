@@ -9,13 +9,15 @@ validation, the sink) is the pipeline's own, so the fields right are comparable 
 
     python -m bench.llamacpp_server http://127.0.0.1:8080 -- --input DIR --output OUT   # a `pipeline run`
 
-`peer_gguf` makes the GGUF the server loads: the model the engine runs (a LoRA adapter merged into its base,
-`engine.export_hf_checkpoint`) converted with llama.cpp's own converter and quantizer.
+`merged_gguf` makes the GGUF the server loads: the model the engine runs (a LoRA adapter merged into its base,
+`engine.export_hf_checkpoint`) converted with llama.cpp's own converter (then quantized by
+`bench.llamacpp.peer_ggufs`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -27,6 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from bench.peer_engine import PeerEngine, run_pipeline_with, split_args
 from engine import CompletionOutput, Logprob, RequestMetrics, RequestOutput
 
 SERVER = "llama-server"
@@ -50,11 +53,9 @@ def _http(url: str, body: dict[str, Any] | None = None, timeout: float = REQUEST
         raise ServerError(f"{url}: {exc}") from exc
 
 
-class LlamaCppServerLLM:
+class LlamaCppServerLLM(PeerEngine):
     """A running llama-server, driven like the engine. `model` is the model the pipeline names (for its tokenizer,
     which must be the one the server's GGUF was made from: the prompts travel as token ids)."""
-
-    kv_capacity_tokens = None  # no context-parallel routing: the server has one context per slot
 
     def __init__(self, url: str, model: str | Path, tokenizer: Any = None) -> None:
         self.url = url.rstrip("/")
@@ -79,22 +80,19 @@ class LlamaCppServerLLM:
     def config_summary(self) -> dict[str, Any]:
         return {"engine": "llama.cpp server", "url": self.url, "server_model": self.server_model,
                 "model_dir": self.model, "slots": self.slots, "max_model_len": self.max_model_len,
-                "device": "cpu", "dtype": Path(self.server_model).stem.rsplit("-", 1)[-1]}
+                "device": "cpu", "dtype": re.split(r"[.-]", Path(self.server_model).stem)[-1]}  # "m.Q8_0" -> "Q8_0"
 
     def stats(self) -> dict[str, Any]:
         s = dict(self._stats)
         s["prefix_cache_hit_rate"] = s["cached_tokens"] / s["prompt_tokens"] if s["prompt_tokens"] else 0.0
         return s
 
-    def close(self) -> None:
-        """Nothing to free here: the server is the caller's."""
-
     def _body(self, prompt: Sequence[int], params: Any) -> dict[str, Any]:
         body: dict[str, Any] = {"prompt": list(prompt), "n_predict": int(params.max_tokens),
-                                "temperature": float(params.temperature or 0.0), "top_k": 1, "cache_prompt": True,
+                                "temperature": float(params.temperature or 0.0), "cache_prompt": True,
                                 "return_tokens": True, "stream": False}
-        if params.temperature:
-            body.pop("top_k")
+        if not params.temperature:  # greedy, as a pipeline run asks
+            body["top_k"] = 1
         if getattr(params, "json_schema", None) is not None:
             body["json_schema"] = params.json_schema
         if getattr(params, "logprobs", None) is not None:  # the engine reports each emitted token's own
@@ -158,9 +156,6 @@ class LlamaCppServerLLM:
         finally:
             self._stats["generate_s"] += time.perf_counter() - t0
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: Any, progress: bool = False) -> list[RequestOutput]:
-        return sorted(self.generate_stream(prompts, params, progress), key=lambda o: o.index)
-
 
 def start_server(binary: Path, gguf: Path, parallel: int, ctx_per_slot: int, threads: int, port: int,
                  log: Path, timeout_s: float = 300.0) -> subprocess.Popen[bytes]:
@@ -201,48 +196,35 @@ def convert_script(bin_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def peer_gguf(model: str | Path, out_dir: Path, bin_dir: Path, fmt: str) -> Path:
-    """The model the engine runs (an adapter merged into its base) as a GGUF in `fmt` (Q8_0, BF16 or F32), made once
-    under out_dir with llama.cpp's converter and quantizer."""
+def merged_gguf(model: str | Path, out_dir: Path, bin_dir: Path) -> Path:
+    """The model the engine runs (an adapter merged into its base) as a float32 GGUF, made once under out_dir with
+    llama.cpp's converter; `bench.llamacpp.peer_ggufs` quantizes it to the peer's formats."""
     # lazy: the engine's exporter and registry load only when a peer GGUF is made
     from engine import export_hf_checkpoint
     from engine.registry import model_parts
 
     base, adapter = model_parts(model)
     stem = Path(model).name
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{stem}-{fmt}.gguf"
+    target = out_dir / f"{stem}.gguf"  # float32; peer_ggufs names its quantized copies <stem>.<format>.gguf
     if target.is_file():
         return target
-    f32 = out_dir / f"{stem}-F32.gguf"
-    if not f32.is_file():
-        script = convert_script(bin_dir)
-        if script is None:
-            raise FileNotFoundError(f"convert_hf_to_gguf.py not found beside {bin_dir} (bash scripts/build_llamacpp.sh)")
-        hf = export_hf_checkpoint(base, out_dir / f"{stem}-hf", adapter=adapter)
-        subprocess.run([sys.executable, str(script), str(hf), "--outtype", "f32", "--outfile", str(f32)],
-                       check=True, capture_output=True)
-    if fmt.upper() == "F32":
-        return f32
-    subprocess.run([str(Path(bin_dir) / "llama-quantize"), str(f32), str(target), fmt.upper()], check=True,
-                   capture_output=True)
+    script = convert_script(bin_dir)
+    if script is None:
+        raise FileNotFoundError(f"convert_hf_to_gguf.py not found beside {bin_dir} (bash scripts/build_llamacpp.sh)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hf = export_hf_checkpoint(base, out_dir / f"{stem}-hf", adapter=adapter)
+    subprocess.run([sys.executable, str(script), str(hf), "--outtype", "f32", "--outfile", str(target)],
+                   check=True, capture_output=True)
     return target
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m bench.llamacpp_server URL -- <pipeline run arguments>`: a pipeline run whose engine is the server."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) < 2 or args[1] != "--":
-        print("usage: python -m bench.llamacpp_server URL -- <pipeline run arguments>", file=sys.stderr)
+    split = split_args(sys.argv[1:] if argv is None else argv, "python -m bench.llamacpp_server URL -- <run arguments>")
+    if split is None or len(split[0]) != 1:
         return 2
-    url, run_args = args[0], args[2:]
-    # lazy: the pipeline's CLI loads only when a peer run starts
-    from pipeline.cli import build_parser
-    from pipeline.run import Stages
-
-    parsed = build_parser().parse_args(["run", *run_args])
-    stages = Stages(load_llm=lambda model, **_engine_kwargs: LlamaCppServerLLM(url, model))
-    return int(parsed.func(parsed, stages=stages))
+    (url,), run_args = split
+    return run_pipeline_with(lambda model, **_engine_kwargs: LlamaCppServerLLM(url, model), run_args)
 
 
 if __name__ == "__main__":

@@ -29,3 +29,9 @@ def test_hf_generate_b4_answers_the_engines_tokens_under_the_same_schema(checkpo
     for i in (0, 2, 4):  # the constrained rows are the schema's JSON
         assert json.loads(got[i].outputs[0].text)["kind"] in ("invoice", "receipt")
     assert hf.stats()["requests"] == len(PROMPTS) and hf.config_summary()["batch_size"] == 4
+
+
+def test_the_command_without_its_separator_is_a_usage_error() -> None:
+    from bench.hf_peer import main
+
+    assert main(["--dtype", "float32", "--input", "x"]) == 2

@@ -70,10 +70,13 @@ class FakeServer:
         try:
             threading.Event().wait(0.02)  # long enough for requests to overlap
             prompt = body["prompt"]
-            if self.refuse and self.refuse in self.llm.tokenizer.decode(prompt):
+            # the fake answers by the schema; its byte tokenizer only looks for markers (a real model's ids are
+            # folded into bytes for it)
+            as_bytes = [t % 256 for t in prompt]
+            if self.refuse and self.refuse in self.llm.tokenizer.decode(as_bytes):
                 return 400, {"error": {"message": "failed to parse grammar"}}
             params = SimpleNamespace(json_schema=body.get("json_schema"), max_tokens=body["n_predict"], logprobs=None)
-            (out,) = list(self.llm.generate_stream([prompt], params))
+            (out,) = list(self.llm.generate_stream([as_bytes], params))
             return 200, {"content": out.outputs[0].text, "tokens": out.outputs[0].token_ids, "stop_type": "eos",
                          "truncated": False, "timings": {"prompt_n": len(prompt) - 3, "cache_n": 3,
                                                          "prompt_ms": 5.0, "predicted_n": 4, "predicted_ms": 8.0}}
@@ -148,3 +151,17 @@ def test_a_request_the_server_refuses_is_that_items_error_row(tmp_path: Path, fa
 def test_a_server_that_is_not_there_is_a_clear_error(tmp_path: Path, fake_model: Path) -> None:
     with pytest.raises(ServerError, match="127.0.0.1:9/props"):
         LlamaCppServerLLM("http://127.0.0.1:9", fake_model, tokenizer=ByteTokenizer())
+
+
+def test_the_command_runs_the_pipeline_with_the_server_as_its_engine(server: FakeServer, tmp_path: Path,
+                                                                      checkpoints: dict[str, Path]) -> None:
+    """`python -m bench.llamacpp_server URL -- <pipeline run arguments>`, as the real workload starts it: the
+    run's CLI, its model's tokenizer for the prompts, the server for the answers."""
+    from bench.llamacpp_server import main
+
+    inputs = _inputs(tmp_path / "in", n=2)
+    out = tmp_path / "out"
+    args = ["--input", str(inputs), "--output", str(out), "--model", str(checkpoints["llama"]), "--no-progress"]
+    assert main([server.url, "--", *args]) == 0
+    assert sorted(_documents(out)) == ["inv0.pdf", "inv1.pdf"] and len(server.bodies) == 2
+    assert main([server.url, *args]) == 2  # no "--": usage, nothing run
