@@ -12,7 +12,6 @@ documents need OCR and are not scored.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import tempfile
@@ -41,9 +40,11 @@ from pipeline.config import (
     speculative_config,
 )
 from pipeline.grounding import field_confidence
+from pipeline.identity import sha256_bytes
 from pipeline.infer.validate import decoding_schema
 from pipeline.ingest.einvoice import einvoice_fields
 from pipeline.ingest.ocr import OcrSettings, engine, ocr_pdf_pages
+from pipeline.ingest.ocr_cache import OcrCache
 from pipeline.ingest.pdf import PdfDocument, read_pdf, with_ocr
 from pipeline.ingest.pdf_text import document_text, page_texts
 from pipeline.models import model_parts, resolve_model
@@ -197,25 +198,19 @@ def load_items(eval_dir: Path, limit: int | None = None) -> tuple[list[EvalItem]
 
 def _read_gold_pdf(pdf: Path, text_cache: Path | None) -> Any:
     """The PDF as `pipeline run` reads it: pypdf's text, OCR on pages without a text layer. `text_cache` keeps OCR's
-    page texts per file content and OCR settings, so repeated evaluations of a scanned set OCR each page once."""
-
-
+    page texts per file content and OCR settings (`pipeline.ingest.ocr_cache`, as `pipeline run` keeps its own), so
+    repeated evaluations of a scanned set OCR each page once."""
     data = pdf.read_bytes()
     read = read_pdf(data, pdf.name, allow_no_text=True)
     if not isinstance(read, PdfDocument) or not read.ocr_pages or engine() is None:
         return read
-    settings = OcrSettings()
-    cached = None
-    if text_cache is not None:
-        key = hashlib.sha256(data + settings.label().encode()).hexdigest()[:32]
-        cached = text_cache / f"{key}.json"
-        if cached.is_file():
-            got = json.loads(cached.read_text(encoding="utf-8"))
-            return with_ocr(read, {int(k): v for k, v in got["texts"].items()}, got["engine"])
+    settings, cache = OcrSettings(), OcrCache(text_cache) if text_cache is not None else None
+    key = (sha256_bytes(data), tuple(read.ocr_pages), settings.label())
+    if cache is not None and (known := cache.get(*key)) is not None:
+        return with_ocr(read, known.texts, known.engine)
     result = ocr_pdf_pages(data, read.ocr_pages, settings)
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps({"engine": result.engine, "texts": result.texts}), encoding="utf-8")
+    if cache is not None:
+        cache.put(*key, result)
     return with_ocr(read, result.texts, result.engine)
 
 

@@ -49,10 +49,10 @@ class TransientEngineFailure(RuntimeError):
 def ingest_task(input_dir: Path, *, limit: int | None = None, default_currency: str | None = None,
                 exclude: tuple[Path, ...] = (), exclude_globs: tuple[str, ...] = (),
                 limits: IngestLimits | None = None, progress: bool = False,
-                bank_profiles: tuple[BankProfile, ...] | None = None) -> IngestResult:
+                bank_profiles: tuple[BankProfile, ...] | None = None, ocr_cache: Path | None = None) -> IngestResult:
     """Input folder -> Arrow tables (not persisted by Prefect: see the module's docstring)."""
     result = ingest(input_dir, limit=limit, default_currency=default_currency, exclude=(*exclude, *exclude_globs),
-                    limits=limits, progress=progress, bank_profiles=bank_profiles)
+                    limits=limits, progress=progress, bank_profiles=bank_profiles, ocr_cache=ocr_cache)
     get_run_logger().info("ingested %d files: %d documents, %d transaction rows, %d file/row errors",
                           result.files.num_rows, result.documents.num_rows, result.transactions.num_rows,
                           result.errors.num_rows)

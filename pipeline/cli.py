@@ -188,6 +188,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help="do not ask the model which columns hold what in a CSV whose layout detection cannot "
                         "settle (by default it is asked, and its answer used only where the file's values bear it "
                         "out); such a file then stays an error row")
+    p.add_argument("--no-ocr-cache", action="store_true",
+                   help="OCR every scan again; by default the page texts OCR read are kept in OUTPUT/_cache/ocr and "
+                        "a scan read before (same file, pages and OCR settings) is taken from there")
     p.add_argument("--extraction", choices=["auto", "model"], default="auto",
                    help="auto (default): PDFs carrying an e-invoice (ZUGFeRD, Factur-X, XRechnung, UBL) are read from "
                         "its XML, the rest by the model; model: every document by the model")
@@ -214,7 +217,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {
         "limit": args.limit, "exclude": list(args.exclude), "keep_history": args.keep_history,
         "default_currency": args.default_currency, "bank_profile_dirs": [str(d) for d in args.bank_profiles],
-        "model_layouts": not args.no_model_layouts, "extraction": args.extraction,
+        "model_layouts": not args.no_model_layouts, "extraction": args.extraction, "ocr_cache": not args.no_ocr_cache,
         "limits": _limits(args).model_dump(exclude_defaults=True)}
     if args.bucket_size:
         opts["bucket_size"] = args.bucket_size

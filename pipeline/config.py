@@ -170,6 +170,8 @@ class RunConfig(BaseModel):
     model_layouts: bool = Field(default=True, description="ask the model which columns hold what in a delimited "
                                 "log whose layout detection cannot settle; its answer is used only where the "
                                 "file's values bear it out (pipeline.infer.layouts)")
+    ocr_cache: bool = Field(default=True, description="keep OCR's page texts in OUTPUT/_cache/ocr, so a later run "
+                            "reads a scan it has read before (same file, pages and OCR settings) from there")
     bank_profile_dirs: list[Path] = Field(default_factory=list, description="folders of bank CSV profiles (*.toml), "
                                           "tried before the shipped ones (pipeline.ingest.profiles)")
     table_format: Literal["parquet", "delta"] = Field(

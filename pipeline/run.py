@@ -54,6 +54,7 @@ from pipeline.ingest.discover import (
     annotate_file_errors,
     reread_with_profiles,
 )
+from pipeline.ingest.ocr_cache import RUN_CACHE_DIR
 from pipeline.models import load_llm, model_identity, return_freed_memory
 from pipeline.output.datasets import (
     DATASETS,
@@ -369,7 +370,8 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
         with _timed(timings, "ingest"):
             result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,
                                    exclude=(output_dir, *cfg.exclude), limits=cfg.limits,
-                                   progress=cfg.progress, bank_profiles=cfg.bank_profiles())
+                                   progress=cfg.progress, bank_profiles=cfg.bank_profiles(),
+                                   ocr_cache=output_dir.joinpath(*RUN_CACHE_DIR) if cfg.ocr_cache else None)
         timings.update({f"ingest.{k}": v for k, v in result.seconds.items()})
         if result.layout_questions and cfg.model_layouts:
             with _timed(timings, "map_layouts"):

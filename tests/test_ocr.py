@@ -194,10 +194,10 @@ def test_a_scan_rewritten_while_its_pages_are_read_is_left_out_with_its_reason(
     _image_only_pdf(tmp_path / "b_scan.pdf", LINES[:2])
     read = discover._with_ocr
 
-    def rewritten_meanwhile(doc, path, *args, **kwargs):  # type: ignore[no-untyped-def]
-        out = read(doc, path, *args, **kwargs)
-        if path.name == "a_scan.pdf":
-            path.write_bytes(path.read_bytes() + b"\n% appended by the scanner\n")
+    def rewritten_meanwhile(job, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = read(job, *args, **kwargs)
+        if job.path.name == "a_scan.pdf":
+            job.path.write_bytes(job.path.read_bytes() + b"\n% appended by the scanner\n")
         return out
 
     monkeypatch.setattr(discover, "_with_ocr", rewritten_meanwhile)

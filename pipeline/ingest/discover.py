@@ -23,7 +23,8 @@ from pipeline.ingest.facts import facts_to_table
 from pipeline.ingest.layout_question import LayoutQuestion
 from pipeline.ingest.limits import IngestLimits, whole_read_peak
 from pipeline.ingest.markup import HTML_SUFFIXES, MARKDOWN_SUFFIXES, is_sgml_submission
-from pipeline.ingest.ocr import engine
+from pipeline.ingest.ocr import OcrSettings, engine
+from pipeline.ingest.ocr_cache import OcrCache
 from pipeline.ingest.pdf import (
     PdfDocument,
     documents_to_table,
@@ -217,6 +218,7 @@ class _Reader:
     default_currency: str | None
     profiles: tuple[BankProfile, ...]
     spool_dir: SpoolDir
+    ocr_cache: OcrCache | None = None  # page texts read by earlier runs (`pipeline.ingest.ocr_cache`)
 
 
 @dataclass
@@ -375,8 +377,7 @@ def _read_scans(out: _Collected, reader: _Reader, progress: bool = False) -> Non
     def read(job: _PendingOcr) -> PdfDocument | ErrorRecord:
         worker = idle.get()
         try:
-            e = job.entry
-            return _with_ocr(job.doc, job.path, e["source_file"], e["sha256"], e["size_bytes"], reader.limits, worker)
+            return _with_ocr(job, reader.limits, worker, reader.ocr_cache)
         finally:
             idle.put(worker)
 
@@ -401,22 +402,28 @@ def _read_scans(out: _Collected, reader: _Reader, progress: bool = False) -> Non
     out.clock("ocr", t0)
 
 
-def _with_ocr(doc: PdfDocument, path: Path, rel: str, sha: str, size: int, limits: IngestLimits,
-              worker: FileWorker) -> PdfDocument | ErrorRecord:
-    """OCR of the document's pages without a text layer, in the worker under its own time budget."""
-
+def _with_ocr(job: _PendingOcr, limits: IngestLimits, worker: FileWorker,
+              cache: OcrCache | None = None) -> PdfDocument | ErrorRecord:
+    """OCR of the document's pages without a text layer, in the worker under its own time budget; pages an
+    earlier run read with the same settings come from `cache`."""
+    doc, path, rel, sha, size = job.doc, job.path, job.entry["source_file"], job.entry["sha256"], job.entry["size_bytes"]
     if not limits.ocr:
         return with_ocr(doc, {}, None, "OCR is off")
     name = engine()
     if name is None:
         return with_ocr(doc, {}, None, "no OCR engine is installed (rapidocr and onnxruntime, or Tesseract)")
-    pages = doc.ocr_pages[: limits.max_ocr_pages]
-    out = worker.parse(FileTask("ocr", str(path), rel, sha, pages=tuple(pages)), size,
+    pages = tuple(doc.ocr_pages[: limits.max_ocr_pages])
+    label = OcrSettings().label()  # what the worker reads with (its thread count does not change the text)
+    if cache is not None and (known := cache.get(sha, pages, label)) is not None:
+        return with_ocr(doc, known.texts, known.engine)
+    out = worker.parse(FileTask("ocr", str(path), rel, sha, pages=pages), size,
                        budget=limits.ocr_seconds_per_page * len(pages) + limits.parse_seconds)
     if isinstance(out, FileFailure):
         return with_ocr(doc, {}, None, f"OCR failed ({out.error_class}: {out.message})")
     if not isinstance(out, ParsedOcr):
         return with_ocr(doc, {}, None, f"OCR failed (unexpected {type(out).__name__})")
+    if cache is not None and _state(path) == job.state:  # never a rewritten file's text under the old hash
+        cache.put(sha, pages, label, out.result)
     return with_ocr(doc, out.result.texts, out.result.engine)
 
 
@@ -430,11 +437,13 @@ def ingest(
     progress: bool = False,
     worker: FileWorker | None = None,
     bank_profiles: tuple[BankProfile, ...] | None = None,
+    ocr_cache: Path | None = None,
 ) -> IngestResult:
     """Read every input file (the first `limit` in path order when given; `exclude`: folders such as the output
     as Paths, and globs relative to `input_dir` as strings, left out on purpose) into Arrow tables; each file is parsed
     in a worker process under `limits` (`pipeline.ingest.worker`; `worker` passes one in). Delimited logs are
-    read as the first matching `bank_profiles` entry says (default: the shipped profiles)."""
+    read as the first matching `bank_profiles` entry says (default: the shipped profiles). Scanned pages read by
+    an earlier run with the same settings come from `ocr_cache` (a folder) when given."""
     root = Path(input_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"input directory not found: {root}")
@@ -464,7 +473,8 @@ def ingest(
                                       n_rows=0))
     own = worker is None
     spool_dir = SpoolDir()
-    reader = _Reader(limits, worker or FileWorker(limits), default_currency, profiles, spool_dir)
+    reader = _Reader(limits, worker or FileWorker(limits), default_currency, profiles, spool_dir,
+                     OcrCache(ocr_cache) if ocr_cache is not None else None)
     try:
         for path in iterator:
             _ingest_one(path, printable_name(path.relative_to(base).as_posix()), reader, out)
