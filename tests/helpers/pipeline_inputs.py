@@ -7,10 +7,12 @@ import io
 from pathlib import Path
 
 
-def make_pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
+def make_pdf(path: Path, pages: list[str], title: str | None = None, page_format: str | tuple[float, float] = "A4"
+             ) -> Path:
+    """Text pages; an empty string is a page with a drawing and no text layer (`page_format`: fpdf2's, in mm)."""
     from fpdf import FPDF
 
-    pdf = FPDF()
+    pdf = FPDF(format=page_format)
     pdf.set_font("helvetica", size=11)
     if title:
         pdf.set_title(title)
@@ -19,7 +21,7 @@ def make_pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
         if text:
             pdf.multi_cell(0, 6, text)
         else:
-            pdf.rect(20, 20, 50, 30, style="F")  # a drawing, no text layer
+            pdf.rect(pdf.l_margin, pdf.t_margin, min(50, pdf.epw), min(30, pdf.eph), style="F")  # no text layer
     path.parent.mkdir(parents=True, exist_ok=True)
     pdf.output(str(path))
     return path
@@ -49,7 +51,8 @@ def write_sample_inputs(root: Path, n_pdfs: int = 3) -> dict[str, int]:
     root.mkdir(parents=True, exist_ok=True)
     for i in range(n_pdfs):
         make_pdf(root / "docs" / f"invoice_{i}.pdf", [INVOICE_TEXT.format(n=i, d=i + 1, amt=f"{100 + 17 * i}.50")])
-    make_pdf(root / "docs" / "scan.pdf", [""])  # image-only -> NeedsOCR error
+    # image-only -> NeedsOCR error; a business-card-sized page, since OCR's time grows with the pixels it scans
+    make_pdf(root / "docs" / "scan.pdf", [""], page_format=(85, 55))
     (root / "docs" / "broken.pdf").write_bytes(b"%PDF-1.4\n garbage without objects")
     (root / "logs").mkdir(exist_ok=True)
     (root / "logs" / "de_bank.csv").write_text(
