@@ -4,59 +4,22 @@ NeedsOCR stays only for pages OCR cannot read."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 
 from pipeline.ingest import IngestLimits, ingest
 from pipeline.ingest.ocr import OcrSettings, engine, ocr_pdf_pages
+from tests.helpers.scans import LINES, image_only_pdf
 
 needs_ocr = pytest.mark.skipif(engine() is None, reason="no OCR engine installed (rapidocr, or Tesseract)")
 needs_tesseract = pytest.mark.skipif(engine("tesseract") is None, reason="Tesseract not installed (scripts/setup.sh)")
 REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "pdf_edge"
-LINES = ["RECHNUNG Nr. 2024-0117", "Stadtwerke Musterstadt GmbH", "Gesamtbetrag 1.234,56 EUR"]
-
-
-def _image_only_pdf(path: Path, lines: list[str], rotate: int = 0, text_page: str | None = None,
-                    page_format: str | tuple[float, float] = (105, 148)) -> Path:
-    """A scan-like PDF: text typeset by fpdf2, rendered to an image, the image saved as a PDF page (no text layer);
-    `text_page` adds a first page that does have a text layer. A6 by default (105 x 148 mm, a receipt's size): OCR
-    reads it in about a quarter of an A4 page's time, which counts where a turned page is read four times."""
-    import pypdfium2 as pdfium
-    from fpdf import FPDF
-
-    doc = FPDF(format=page_format)
-    doc.add_page()
-    doc.set_font("Helvetica", size=16)
-    for line in lines:
-        doc.cell(0, 12, line, new_x="LMARGIN", new_y="NEXT")
-    image = pdfium.PdfDocument(bytes(doc.output()))[0].render(scale=200 / 72).to_pil().convert("L")
-    image = image.rotate(rotate, expand=True) if rotate else image
-    buf = io.BytesIO()
-    image.save(buf, format="PDF", resolution=200)
-    scan = buf.getvalue()
-    if text_page is None:
-        path.write_bytes(scan)
-        return path
-    from pypdf import PdfReader, PdfWriter
-
-    first = FPDF()
-    first.add_page()
-    first.set_font("Helvetica", size=12)
-    first.cell(0, 10, text_page)
-    writer = PdfWriter()
-    for data in (bytes(first.output()), scan):
-        for page in PdfReader(io.BytesIO(data)).pages:
-            writer.add_page(page)
-    with open(path, "wb") as f:
-        writer.write(f)
-    return path
 
 
 @needs_ocr
 def test_image_only_pdf_is_read_by_ocr_and_its_row_says_so(tmp_path: Path) -> None:
-    _image_only_pdf(tmp_path / "scan.pdf", LINES)
+    image_only_pdf(tmp_path / "scan.pdf", LINES)
     res = ingest(tmp_path)
     assert res.errors.num_rows == 0
     doc = res.documents.to_pylist()[0]
@@ -68,14 +31,14 @@ def test_image_only_pdf_is_read_by_ocr_and_its_row_says_so(tmp_path: Path) -> No
 
 @needs_ocr
 def test_sideways_scan_is_turned_before_ocr(tmp_path: Path) -> None:
-    _image_only_pdf(tmp_path / "sideways.pdf", LINES * 3, rotate=90)
+    image_only_pdf(tmp_path / "sideways.pdf", LINES * 3, rotate=90)
     doc = ingest(tmp_path).documents.to_pylist()[0]
     assert "Stadtwerke" in doc["text"] and "1.234,56" in doc["text"]
 
 
 @needs_ocr
 def test_only_the_pages_without_text_layer_are_ocred(tmp_path: Path) -> None:
-    _image_only_pdf(tmp_path / "mixed.pdf", LINES, text_page="Cover letter with a text layer")
+    image_only_pdf(tmp_path / "mixed.pdf", LINES, text_page="Cover letter with a text layer")
     doc = ingest(tmp_path).documents.to_pylist()[0]
     assert doc["ocr_pages"] == [2] and doc["ocred_pages"] == [2]
     assert doc["text"].startswith("Cover letter") and "Stadtwerke" in doc["text"]
@@ -94,7 +57,7 @@ def test_blank_scan_stays_needs_ocr_with_the_reason(tmp_path: Path) -> None:
 
 def test_ocr_off_keeps_needs_ocr(tmp_path: Path) -> None:
     pytest.importorskip("pypdfium2")
-    _image_only_pdf(tmp_path / "scan.pdf", LINES)
+    image_only_pdf(tmp_path / "scan.pdf", LINES)
     res = ingest(tmp_path, limits=IngestLimits(ocr=False))
     err = res.errors.to_pylist()[0]
     assert err["error_class"] == "NeedsOCR" and "OCR is off" in err["message"]
@@ -102,7 +65,7 @@ def test_ocr_off_keeps_needs_ocr(tmp_path: Path) -> None:
 
 @needs_ocr
 def test_ocr_timeout_is_the_documents_error_not_the_runs(tmp_path: Path) -> None:
-    _image_only_pdf(tmp_path / "scan.pdf", LINES)
+    image_only_pdf(tmp_path / "scan.pdf", LINES)
     (tmp_path / "log.csv").write_text("date,amount,currency\n2024-01-02,1.00,EUR\n", encoding="utf-8")
     res = ingest(tmp_path, limits=IngestLimits(ocr_seconds_per_page=0.01, parse_seconds=0.5))
     err = res.errors.to_pylist()[0]
@@ -132,7 +95,7 @@ def test_real_scans_yield_their_text(tmp_path: Path) -> None:
 @needs_ocr
 @pytest.mark.parametrize("rotate", [90, 180, 270])
 def test_a_scan_turned_any_way_reads_upright(tmp_path: Path, rotate: int) -> None:
-    scan = _image_only_pdf(tmp_path / "turned.pdf", LINES * 2, rotate=rotate)
+    scan = image_only_pdf(tmp_path / "turned.pdf", LINES * 2, rotate=rotate)
     result = ocr_pdf_pages(scan.read_bytes(), [1])
     text = result.texts[1]
     # the lines come back in printed order, not bottom to top
@@ -142,7 +105,7 @@ def test_a_scan_turned_any_way_reads_upright(tmp_path: Path, rotate: int) -> Non
 
 @needs_tesseract
 def test_tesseract_is_still_there_when_asked_for(tmp_path: Path) -> None:
-    scan = _image_only_pdf(tmp_path / "scan.pdf", LINES)
+    scan = image_only_pdf(tmp_path / "scan.pdf", LINES)
     result = ocr_pdf_pages(scan.read_bytes(), [1], OcrSettings(engine="tesseract"))
     assert result.engine.startswith("tesseract") and "Stadtwerke" in result.texts[1]
 
@@ -162,8 +125,8 @@ def test_scans_read_by_several_workers_keep_their_place_and_text(tmp_path: Path)
         doc.set_font("Helvetica", size=12)
         doc.cell(0, 10, f"Invoice {name} with a text layer")
         doc.output(str(tmp_path / name))
-    _image_only_pdf(tmp_path / "b_scan.pdf", LINES)
-    _image_only_pdf(tmp_path / "d_scan.pdf", ["Quittung Nr. 77", "Backerei Korn KG", "Summe 12,80 EUR"])
+    image_only_pdf(tmp_path / "b_scan.pdf", LINES)
+    image_only_pdf(tmp_path / "d_scan.pdf", ["Quittung Nr. 77", "Backerei Korn KG", "Summe 12,80 EUR"])
     from PIL import Image
 
     Image.new("L", (800, 1100), 255).save(tmp_path / "c_blank.pdf", format="PDF")
@@ -192,8 +155,8 @@ def test_a_scan_rewritten_while_its_pages_are_read_is_left_out_with_its_reason(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pipeline.ingest.discover as discover
 
-    _image_only_pdf(tmp_path / "a_scan.pdf", LINES)
-    _image_only_pdf(tmp_path / "b_scan.pdf", LINES[:2])
+    image_only_pdf(tmp_path / "a_scan.pdf", LINES)
+    image_only_pdf(tmp_path / "b_scan.pdf", LINES[:2])
     read = discover._with_ocr
 
     def rewritten_meanwhile(job, *args, **kwargs):  # type: ignore[no-untyped-def]

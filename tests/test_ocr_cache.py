@@ -15,7 +15,7 @@ from pipeline.ingest.worker import FileWorker
 from pipeline.output.sink import read_dataset
 from pipeline.run import run_pipeline
 from tests.helpers.fake_llm import FakeLLM
-from tests.test_ocr import LINES, _image_only_pdf
+from tests.helpers.scans import LINES, image_only_pdf
 
 needs_ocr = pytest.mark.skipif(engine() is None, reason="no OCR engine installed (rapidocr, or Tesseract)")
 
@@ -44,7 +44,7 @@ def test_a_rerun_reads_a_scan_from_the_cache_and_its_rows_are_the_same(tmp_path:
                                                                         ocr_tasks: list[str]) -> None:
     inp, out = tmp_path / "in", tmp_path / "out"
     inp.mkdir()
-    _image_only_pdf(inp / "scan.pdf", LINES)
+    image_only_pdf(inp / "scan.pdf", LINES)
     run_pipeline(_cfg(inp, out, fake_model), llm=FakeLLM())
     assert ocr_tasks == ["scan.pdf"] and len(list(out.joinpath(*RUN_CACHE_DIR).glob("*.json"))) == 1
     first = read_dataset(out, "documents").to_pylist()
@@ -62,11 +62,11 @@ def test_a_changed_file_or_text_version_is_read_again(tmp_path: Path, ocr_tasks:
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     inp, cache = tmp_path / "in", tmp_path / "cache"
     inp.mkdir()
-    _image_only_pdf(inp / "scan.pdf", LINES)
+    image_only_pdf(inp / "scan.pdf", LINES)
     assert "Stadtwerke" in ingest(inp, ocr_cache=cache).documents.to_pylist()[0]["text"]
     ingest(inp, ocr_cache=cache)
     assert len(ocr_tasks) == 1
-    _image_only_pdf(inp / "scan.pdf", ["QUITTUNG Nr. 77", "Baeckerei Korn", "Summe 4,20 EUR"])
+    image_only_pdf(inp / "scan.pdf", ["QUITTUNG Nr. 77", "Baeckerei Korn", "Summe 4,20 EUR"])
     text = ingest(inp, ocr_cache=cache).documents.to_pylist()[0]["text"]
     assert len(ocr_tasks) == 2 and "Korn" in text and "Stadtwerke" not in text
     monkeypatch.setattr("pipeline.ingest.ocr_cache.TEXT_VERSION", "changed-for-test")
