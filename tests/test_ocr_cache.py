@@ -3,15 +3,18 @@ file, its pages, the OCR settings or the text version differ, or the run says --
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from pipeline.config import RunConfig
 from pipeline.ingest import ingest
 from pipeline.ingest.ocr import OcrResult, engine
 from pipeline.ingest.ocr_cache import RUN_CACHE_DIR, OcrCache
 from pipeline.ingest.worker import FileWorker
+from pipeline.output.report import inspect_output
 from pipeline.output.sink import read_dataset
 from pipeline.run import run_pipeline
 from tests.helpers.fake_llm import FakeLLM
@@ -55,6 +58,9 @@ def test_a_rerun_reads_a_scan_from_the_cache_and_its_rows_are_the_same(tmp_path:
         [(d["row_id"], d["ocred_pages"], d["ocr_engine"]) for d in first]
     run_pipeline(_cfg(inp, out, fake_model, force=True, ocr_cache=False), llm=FakeLLM())
     assert ocr_tasks == ["scan.pdf", "scan.pdf"]
+    buf = io.StringIO()
+    inspect_output(out, Console(file=buf, width=300))
+    assert "OCR cache: page texts of 1 scan(s)" in buf.getvalue()
 
 
 @needs_ocr

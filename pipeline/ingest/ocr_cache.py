@@ -42,6 +42,11 @@ class OcrCache:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
+    def size(self) -> tuple[int, int]:
+        """(entries, bytes) kept."""
+        sizes = [p.stat().st_size for p in self.root.glob("*.json")] if self.root.is_dir() else []
+        return len(sizes), sum(sizes)
+
     def put(self, sha256: str, pages: tuple[int, ...], label: str, result: OcrResult) -> None:
         path = self._path(sha256, pages, label)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

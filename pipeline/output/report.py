@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pipeline.ingest.ocr_cache import RUN_CACHE_DIR, OcrCache
 from pipeline.output.datasets import DATASETS
 from pipeline.output.manifest import latest_manifest
 from pipeline.output.schema_drift import find_drift, part_count, row_schema_versions
@@ -100,6 +101,11 @@ def inspect_output(output_dir: Path, console: Console | None = None) -> int:
     if m:
         console.print(run_summary_table(m))
         console.print(f"last manifest: run {m['run_key']} finished {m['finished_at']}")
+    scans, size = OcrCache(output_dir.joinpath(*RUN_CACHE_DIR)).size()
+    if scans:
+        console.print(f"OCR cache: page texts of {scans:,} scan(s), {size / 1e6:,.1f} MB in "
+                      f"{output_dir.joinpath(*RUN_CACHE_DIR)} (a later run reads those scans from there; delete it, "
+                      "or pass --no-ocr-cache, to OCR them again)", soft_wrap=True)
     staging = output_dir / STAGING
     runs = sorted(p.name for p in staging.iterdir() if not p.name.startswith(TRASH)) if staging.is_dir() else []
     if runs:  # (the trash of a finished run, left by a kill during its cleanup, is removed by the next run)
