@@ -54,7 +54,7 @@ from pipeline.ingest.discover import (
     annotate_file_errors,
     reread_with_profiles,
 )
-from pipeline.ingest.ocr_cache import RUN_CACHE_DIR
+from pipeline.ingest.ocr_cache import RUN_CACHE_DIR, OcrCache
 from pipeline.models import load_llm, model_identity, return_freed_memory
 from pipeline.output.datasets import (
     DATASETS,
@@ -366,6 +366,7 @@ def _run(cfg: RunConfig, llm: Any, stages: Stages) -> RunSummary:
     check_output_dir(output_dir)
     with output_lock(output_dir):
         recovered = roll_forward(output_dir)
+        OcrCache(output_dir.joinpath(*RUN_CACHE_DIR)).remove_partial()  # what a killed run was writing
         check_published_schema(output_dir)  # before any work: a run never publishes beside an older schema
         with _timed(timings, "ingest"):
             result = stages.ingest(cfg.input_dir, limit=cfg.limit, default_currency=cfg.default_currency,

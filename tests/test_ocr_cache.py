@@ -50,9 +50,11 @@ def test_a_rerun_reads_a_scan_from_the_cache_and_its_rows_are_the_same(tmp_path:
     image_only_pdf(inp / "scan.pdf", LINES)
     run_pipeline(_cfg(inp, out, fake_model), llm=FakeLLM())
     assert ocr_tasks == ["scan.pdf"] and len(list(out.joinpath(*RUN_CACHE_DIR).glob("*.json"))) == 1
+    left = out.joinpath(*RUN_CACHE_DIR, ".0123abcd.json.tmp-4242")  # a killed run's half-written entry
+    left.write_text('{"engine": "rapid')
     first = read_dataset(out, "documents").to_pylist()
     run_pipeline(_cfg(inp, out, fake_model, force=True), llm=FakeLLM())
-    assert ocr_tasks == ["scan.pdf"]  # not asked again
+    assert ocr_tasks == ["scan.pdf"] and not left.exists()  # not asked again; the half-written entry removed
     again = read_dataset(out, "documents").to_pylist()
     assert [(d["row_id"], d["ocred_pages"], d["ocr_engine"]) for d in again] == \
         [(d["row_id"], d["ocred_pages"], d["ocr_engine"]) for d in first]

@@ -42,6 +42,13 @@ class OcrCache:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
+    def remove_partial(self) -> None:
+        """Remove entries a killed writer left half-written (call only where no other writer can be at work: a
+        run holds its output's lock)."""
+        for tmp in self.root.glob(".*.tmp-*") if self.root.is_dir() else []:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
     def size(self) -> tuple[int, int]:
         """(entries, bytes) kept."""
         sizes = [p.stat().st_size for p in self.root.glob("*.json")] if self.root.is_dir() else []
