@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.ingest import IngestLimits, ingest
 from pipeline.ingest.ocr import OcrSettings, engine, ocr_pdf_pages
+from pipeline.ingest.ocr_rapid import _engine, rapid_runtime
 from tests.helpers.scans import LINES, image_only_pdf
 
 needs_ocr = pytest.mark.skipif(engine() is None, reason="no OCR engine installed (rapidocr, or Tesseract)")
@@ -170,3 +171,32 @@ def test_a_scan_rewritten_while_its_pages_are_read_is_left_out_with_its_reason(
     assert res.documents.column("source_file").to_pylist() == ["b_scan.pdf"]
     assert [(e["source_file"], e["error_class"]) for e in res.errors.to_pylist()] == [("a_scan.pdf", "FileChanged")]
     assert {f["source_file"]: f["status"] for f in res.files.to_pylist()} == {"a_scan.pdf": "error", "b_scan.pdf": "ok"}
+
+
+both_runtimes = pytest.mark.skipif(rapid_runtime("openvino") is None or rapid_runtime("onnxruntime") is None,
+                                   reason="needs RapidOCR with both OpenVINO and onnxruntime installed")
+RECEIPTS = REAL.parent / "receipts"
+
+
+@both_runtimes
+def test_openvino_reads_in_float32_the_text_onnxruntime_reads(tmp_path: Path) -> None:
+    data = image_only_pdf(tmp_path / "turned.pdf", LINES * 2, rotate=180).read_bytes()
+    ort, ov = (ocr_pdf_pages(data, [1], OcrSettings(runtime=r)) for r in ("onnxruntime", "openvino"))
+    assert ov.texts == ort.texts and ov.notes == ort.notes and "Stadtwerke" in ov.texts[1]
+    assert ov.engine.endswith("openvino)") and ort.engine.endswith("onnxruntime)")
+    assert OcrSettings(runtime="openvino").label() != OcrSettings(runtime="onnxruntime").label()  # cache keys
+    import openvino
+
+    loaded = _engine(None, "openvino")
+    for part in (loaded.text_det, loaded.text_rec):  # bf16 on CPUs that have it, unless told: another text
+        compiled = part.session.session.get_compiled_model()
+        assert compiled.get_property("INFERENCE_PRECISION_HINT") == openvino.Type.f32
+
+
+@both_runtimes
+@pytest.mark.skipif(not RECEIPTS.is_dir(), reason="../shared/realdata/receipts not present")
+def test_openvino_and_onnxruntime_read_real_receipts_alike() -> None:
+    for pdf in sorted(RECEIPTS.glob("*.pdf"))[:3]:
+        data = pdf.read_bytes()
+        ort, ov = (ocr_pdf_pages(data, [1], OcrSettings(runtime=r)) for r in ("onnxruntime", "openvino"))
+        assert ov.texts == ort.texts and ov.texts[1].strip(), pdf.name

@@ -409,11 +409,13 @@ def _with_ocr(job: _PendingOcr, limits: IngestLimits, worker: FileWorker,
     doc, path, rel, sha, size = job.doc, job.path, job.entry["source_file"], job.entry["sha256"], job.entry["size_bytes"]
     if not limits.ocr:
         return with_ocr(doc, {}, None, "OCR is off")
-    name = engine()
+    name = engine(runtime=limits.ocr_runtime)
     if name is None:
-        return with_ocr(doc, {}, None, "no OCR engine is installed (rapidocr and onnxruntime, or Tesseract)")
+        return with_ocr(doc, {}, None, f"no OCR engine is installed (rapidocr with {limits.ocr_runtime}, or "
+                                       "Tesseract)")
     pages = tuple(doc.ocr_pages[: limits.max_ocr_pages])
-    label = OcrSettings().label()  # what the worker reads with (its thread count does not change the text)
+    # what the worker reads with (its thread count does not change the text)
+    label = OcrSettings(runtime=limits.ocr_runtime).label()
     if cache is not None and (known := cache.get(sha, pages, label)) is not None:
         return with_ocr(doc, known.texts, known.engine)
     out = worker.parse(FileTask("ocr", str(path), rel, sha, pages=pages), size,

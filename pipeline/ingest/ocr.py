@@ -1,6 +1,6 @@
 """OCR for PDF pages without a text layer: pypdfium2 renders the page, an OCR engine reads it.
 
-Engines: RapidOCR (PP-OCR models on onnxruntime, `pipeline.ingest.ocr_rapid`) by default, Tesseract
+Engines: RapidOCR (PP-OCR models on OpenVINO or onnxruntime, `pipeline.ingest.ocr_rapid`) by default, Tesseract
 (`pipeline.ingest.ocr_tesseract`) where RapidOCR is not installed or when asked for. Each image-only page is
 rendered at its scanned image's own resolution (`OcrSettings`, chosen with `scripts/ocr_settings.py` on the shared
 scanned receipts; figures: docs/eval/ocr-settings.md). Without either engine OCR is off and image-only pages stay
@@ -28,20 +28,21 @@ class OcrResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _installed(which: str) -> tuple[str, str] | None:
-    """(engine, its name and version) that `which` resolves to ('auto': RapidOCR, else Tesseract), or None."""
+def _installed(which: str, runtime: str = "auto") -> tuple[str, str] | None:
+    """(engine, its name and version) that `which` resolves to ('auto': RapidOCR, else Tesseract), or None;
+    `runtime`: RapidOCR's (`ocr_rapid.RUNTIMES`)."""
     if which not in ENGINES:
         raise ValueError(f"OCR engine must be one of {', '.join(ENGINES)}, not {which!r}")
-    if which in ("auto", "rapidocr") and (name := rapid_name()):
+    if which in ("auto", "rapidocr") and (name := rapid_name(runtime)):
         return "rapidocr", name
     if which in ("auto", "tesseract") and (name := tesseract_name()):
         return "tesseract", name
     return None
 
 
-def engine(which: str = "auto") -> str | None:
+def engine(which: str = "auto", runtime: str = "auto") -> str | None:
     """Name and version of the engine `which` resolves to, or None when it is not installed."""
-    found = _installed(which)
+    found = _installed(which, runtime)
     return found[1] if found else None
 
 
@@ -57,11 +58,12 @@ class OcrSettings:
     min_dpi: int = 150
     psm: int = 3
     languages: str | None = None
-    threads: int | None = None  # RapidOCR's threads (None: onnxruntime's default, every core); the text is the same
+    threads: int | None = None  # RapidOCR's threads (None: its runtime's default, every core); the text is the same
+    runtime: str = "auto"  # RapidOCR's: OpenVINO where installed, else onnxruntime (ocr_rapid.RUNTIMES)
 
 
     def label(self) -> str:
-        kind, name = _installed(self.engine) or (self.engine, self.engine)
+        kind, name = _installed(self.engine, self.runtime) or (self.engine, self.engine)
         if kind == "tesseract":
             return f"{name},dpi={self.dpi or 'native'},psm={self.psm},lang={self.languages or languages()}"
         return f"{name},dpi={self.dpi or 'native'},orientation=checked,layout=columns"
@@ -85,7 +87,7 @@ def _native_dpi(page) -> float | None:  # type: ignore[no-untyped-def]
 
 def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSettings()) -> OcrResult:
     """Read `pages` (1-based) of the PDF in `data`. Raises RuntimeError when the engine is not installed."""
-    found = _installed(settings.engine)
+    found = _installed(settings.engine, settings.runtime)
     if found is None:
         raise RuntimeError("no OCR engine: install rapidocr and onnxruntime (the project's dependencies), or "
                            "Tesseract (scripts/setup.sh) and pytesseract")
@@ -107,7 +109,7 @@ def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSett
             if tesseract:
                 text = tesseract_read(image, result.notes, number, settings.languages, settings.psm)
             else:
-                text = rapid_read(image, result.notes, number, settings.threads)
+                text = rapid_read(image, result.notes, number, settings.threads, settings.runtime)
             if text.strip():
                 result.texts[number] = text
             else:

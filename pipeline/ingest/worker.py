@@ -112,7 +112,8 @@ def parse_file(task: FileTask, limits: IngestLimits) -> ParsedPdf | ParsedOcr | 
         # lazy: a worker process loads only the reader its task needs
         from pipeline.ingest.ocr import OcrSettings, ocr_pdf_pages
 
-        return ParsedOcr(ocr_pdf_pages(data, list(task.pages), OcrSettings(threads=limits.ocr_threads())))
+        settings = OcrSettings(threads=limits.ocr_threads(), runtime=limits.ocr_runtime)
+        return ParsedOcr(ocr_pdf_pages(data, list(task.pages), settings))
     # lazy: a worker process loads only the reader its task needs
     from pipeline.ingest.transactions import read_transactions, rows_to_table
 
