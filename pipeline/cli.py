@@ -346,7 +346,7 @@ def add_limit_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--ocr-page-timeout", type=float, default=None, help="seconds allowed per OCRed page (default 90)")
     o.add_argument("--ocr-runtime", choices=["auto", "openvino", "onnxruntime"], default=None,
                    help="what runs RapidOCR's models (default auto: OpenVINO where installed, else onnxruntime; "
-                        "the same text, OpenVINO about twice as fast here)")
+                        "the same text, OpenVINO faster: docs/eval/ocr-settings.md)")
     o.add_argument("--ocr-workers", type=int, default=None,
                    help="scans OCRed at once, each in its own process on its share of the cores (default 1)")
 

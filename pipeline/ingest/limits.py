@@ -55,8 +55,8 @@ class IngestLimits(BaseModel):
     max_ocr_pages: int = Field(default=50, ge=1, description="pages OCRed per PDF; the rest stay unread")
     ocr_seconds_per_page: float = Field(default=90.0, gt=0, description="time allowed per OCRed page")
     ocr_runtime: Literal["auto", "openvino", "onnxruntime"] = Field(
-        default="auto", description="what runs RapidOCR's models: OpenVINO where installed (about twice the pages "
-                                    "per second here), else onnxruntime; both give the same text")
+        default="auto", description="what runs RapidOCR's models: OpenVINO where installed (the faster here: "
+                                    "docs/eval/ocr-settings.md), else onnxruntime; both give the same text")
     # One by default: on the 2-core machine two one-thread processes read the shared receipts only 1.02-1.14x
     # faster than one two-thread process (docs/bench/real/README.md); on many cores, where onnxruntime's threads
     # scale worse, more may pay (each holds its own OCR models, ~150 MB).

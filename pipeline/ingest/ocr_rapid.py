@@ -5,8 +5,8 @@ less time per page (docs/eval/ocr-settings.md). The models ship inside the `rapi
 downloaded at run time. Its boxes come without a reading order; `ocr_layout.reading_order` gives them one.
 
 The models run on OpenVINO where it is installed (the project's dependency) and on onnxruntime otherwise: the
-same ONNX files, about twice the pages per second on OpenVINO, and the same text, since both run them in float32
-(docs/bench/real/README.md).
+same ONNX files, more pages per second on OpenVINO, and the same text, since both run them in float32
+(docs/eval/ocr-settings.md, docs/bench/real/README.md).
 """
 
 from __future__ import annotations
@@ -90,9 +90,10 @@ def _compile_in_float32(engine: Any, threads: int | None) -> None:
     """Compile RapidOCR's OpenVINO models again in float32, on `threads` threads.
 
     Written here because RapidOCR's OpenVINO session takes no precision setting, and OpenVINO's CPU plugin runs a
-    model in bfloat16 where the CPU has bf16 instructions: that changed the text of 17 of 20 shared receipts (a
-    digit, a letter), while float32 gives onnxruntime's text exactly. It reaches into RapidOCR's loaded parts
-    (`text_det.session.model`, pinned by the `rapidocr<4` requirement); a test checks the precision."""
+    model in bfloat16 where the CPU has bf16 instructions: that changed the text of most shared receipts (a digit,
+    a letter: docs/eval/ocr-settings.md), while float32 gives onnxruntime's text exactly. It reaches into
+    RapidOCR's loaded parts (`text_det.session.model`, pinned by the `rapidocr<4` requirement); a test checks the
+    precision."""
     # lazy: only OCR'd pages need it
     import openvino
 
