@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.identity import stable_id
 from pipeline.ingest.ocr import OcrResult
 from pipeline.ingest.pdf_text import TEXT_VERSION
+from pipeline.output.atomic import temporary_name, write_text_atomic
 
 # The folder `pipeline run` keeps the cache in, inside its output directory ('_'-prefixed: no dataset).
 RUN_CACHE_DIR = ("_cache", "ocr")
@@ -56,12 +56,9 @@ class OcrCache:
 
     def put(self, sha256: str, pages: tuple[int, ...], label: str, result: OcrResult) -> None:
         path = self._path(sha256, pages, label)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"engine": result.engine, "texts": result.texts, "notes": result.notes},
-                                      ensure_ascii=False), encoding="utf-8")
-            os.replace(tmp, path)  # whole or absent, even if the run is killed mid-write
+        try:  # whole or absent, even if the run is killed mid-write
+            write_text_atomic(path, json.dumps({"engine": result.engine, "texts": result.texts,
+                                                "notes": result.notes}, ensure_ascii=False))
         except OSError:
             with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+                temporary_name(path).unlink(missing_ok=True)

@@ -48,6 +48,7 @@ def rapid_runtime(runtime: str = "auto") -> str | None:
     return None
 
 
+@lru_cache(maxsize=4)
 def rapid_name(runtime: str = "auto") -> str | None:
     """'rapidocr 3.10.0 (PP-OCR, openvino)', or None when rapidocr or the runtime is missing."""
     # lazy: only OCR'd pages need it

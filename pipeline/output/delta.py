@@ -29,8 +29,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.output.atomic import write_text_atomic
 from pipeline.output.datasets import DATASETS, dataset_schema
-from pipeline.output.sink import OutputError, _write_text, published_parts
+from pipeline.output.sink import OutputError, published_parts
 
 SYNC_STATE = "_delta_sync.json"
 PARTITION = "run_date"
@@ -94,6 +95,7 @@ def sync_delta(output_dir: Path, table_uri: str, manifest: dict[str, Any],
                 raise OutputError(f"writing Delta table {uri} (partition {run_date}) failed: "
                                   f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
             done[run_date] = version
-            _write_text(output_dir / SYNC_STATE, json.dumps(state, indent=1, sort_keys=True))  # after each commit: a crash repeats at most this partition
+            # after each commit: a crash repeats at most this partition
+            write_text_atomic(output_dir / SYNC_STATE, json.dumps(state, indent=1, sort_keys=True))
             written.append(f"{ds}/{PARTITION}={run_date}")
     return written

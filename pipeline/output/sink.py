@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.identity import stable_id
+from pipeline.output.atomic import temporary_name, write_text_atomic
 from pipeline.output.datasets import DATASETS, dataset_schema
 from pipeline.output.supersede import (
     Supersede,
@@ -121,17 +122,8 @@ def check_output_dir(output_dir: Path) -> None:
 def _write_parquet(table: pa.Table, path: Path) -> None:
     """Write via a temporary name and rename, so `path` is either absent or complete."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temporary_name(path)
     pq.write_table(table, tmp, compression=COMPRESSION)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -243,7 +235,7 @@ class Staging:
                 continue
             table = table.select(dataset_schema(ds).names).cast(dataset_schema(ds))
             _write_parquet(table, self.root / "parts" / ds / f"{part}.parquet")
-        _write_text(self.root / "done" / part, "")
+        write_text_atomic(self.root / "done" / part, "")
 
     @_output_io
     def write_spool_part(self, part: str, spool: Path, file_sha: str, schema_version: str) -> None:
@@ -260,7 +252,7 @@ class Staging:
                         "schema_version": pa.array([schema_version] * n, pa.string())}
                 writer.write_table(pa.Table.from_arrays([cols[f.name] for f in schema], schema=schema))
         os.replace(tmp, dest)
-        _write_text(self.root / "done" / part, "")
+        write_text_atomic(self.root / "done" / part, "")
 
     @_output_io
     def write_supersede(self, spec: Supersede, keep_ids: pa.Array) -> None:
@@ -297,7 +289,7 @@ class Staging:
         commit = {"run_key": self.run_key, "run_date": self.run_date, "upsert": upsert, "plan": plan,
                   "manifest": manifest}
         path = self.root / COMMIT
-        _write_text(path, json.dumps(commit, indent=1, default=str))
+        write_text_atomic(path, json.dumps(commit, indent=1, default=str))
         return path
 
     def discard(self) -> None:
@@ -470,7 +462,7 @@ def _publish_partition(work: Path, live: Path, ds: str, new_parts: list[tuple[Pa
         work.mkdir(parents=True, exist_ok=True)
         if not _build_partition(live, build, ds, new_parts, new_ids, retire):
             return
-        _write_text(record, str(build.stat().st_ino))
+        write_text_atomic(record, str(build.stat().st_ino))
         _swap_in(live, build, spare)
     shutil.rmtree(build, ignore_errors=True)
     shutil.rmtree(spare, ignore_errors=True)
@@ -508,7 +500,7 @@ def publish_committed(staging_root: Path, output_dir: Path) -> dict[str, Any]:
             retire = retire_rule(ds, live.name.split("=", 1)[1], *supersede) if supersede is not None else None
             _publish_partition(staging_root / "publish" / ds / live.name, live, ds, parts, new_ids, retire)
     manifest_path = output_dir / MANIFESTS / f"run_date={run_date}" / f"manifest-{commit['run_key']}.json"
-    _write_text(manifest_path, json.dumps(commit["manifest"], indent=1, default=str))
+    write_text_atomic(manifest_path, json.dumps(commit["manifest"], indent=1, default=str))
     _discard_staging(staging_root)
     return commit["manifest"]
 
