@@ -189,7 +189,7 @@ def test_openvino_reads_in_float32_the_text_onnxruntime_reads(tmp_path: Path) ->
 
     loaded = _engine(None, "openvino")
     for part in (loaded.text_det, loaded.text_rec):  # bf16 on CPUs that have it, unless told: another text
-        compiled = part.session.session.get_compiled_model()
+        compiled = part.session.compiled
         assert compiled.get_property("INFERENCE_PRECISION_HINT") == openvino.Type.f32
 
 

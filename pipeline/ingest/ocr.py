@@ -89,8 +89,8 @@ def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSett
     """Read `pages` (1-based) of the PDF in `data`. Raises RuntimeError when the engine is not installed."""
     found = _installed(settings.engine, settings.runtime)
     if found is None:
-        raise RuntimeError("no OCR engine: install rapidocr with openvino or onnxruntime (the project's "
-                           "dependencies), or Tesseract (scripts/setup.sh) and pytesseract")
+        raise RuntimeError("no OCR engine: install rapidocr with onnxruntime, and openvino to run it faster "
+                           "(the project's dependencies), or Tesseract (scripts/setup.sh) and pytesseract")
     # lazy: only OCR'd pages need it
     import pypdfium2 as pdfium
 

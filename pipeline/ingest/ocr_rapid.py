@@ -36,16 +36,15 @@ def _importable(module: str) -> bool:
 @lru_cache(maxsize=4)
 def rapid_runtime(runtime: str = "auto") -> str | None:
     """The runtime `runtime` resolves to ('auto': OpenVINO, else onnxruntime), or None when RapidOCR or that
-    runtime is missing."""
+    runtime is missing. RapidOCR is always built on onnxruntime (`_run_on_openvino`), so neither works without
+    it."""
     if runtime not in RUNTIMES:
         raise ValueError(f"OCR runtime must be one of {', '.join(RUNTIMES)}, not {runtime!r}")
-    if not _importable("rapidocr"):
+    if not _importable("rapidocr") or not _importable("onnxruntime"):
         return None
     if runtime in ("auto", "openvino") and _importable("openvino") and _shipped_models() is not None:
         return "openvino"
-    if runtime in ("auto", "onnxruntime") and _importable("onnxruntime"):
-        return "onnxruntime"
-    return None
+    return "onnxruntime" if runtime in ("auto", "onnxruntime") else None
 
 
 @lru_cache(maxsize=4)
@@ -70,39 +69,54 @@ def _shipped_models() -> dict[str, Path] | None:
 def _engine(threads: int | None = None, runtime: str = "auto") -> Any:
     """One engine per process: loading the models takes a moment, and a worker reads many pages."""
     # lazy: only OCR'd pages need it
-    from rapidocr import EngineType, RapidOCR
+    from rapidocr import RapidOCR
 
     # text-line direction classification off: a page's orientation is settled for the whole page below
     params: dict[str, Any] = {"Global.log_level": "error", "Global.use_cls": False}
-    if rapid_runtime(runtime) == "openvino":
-        models = _shipped_models() or {}
-        params |= {"Det.engine_type": EngineType.OPENVINO, "Rec.engine_type": EngineType.OPENVINO,
-                   "Det.model_path": str(models["det"]), "Rec.model_path": str(models["rec"])}
-        engine = RapidOCR(params=params)
-        _compile_in_float32(engine, threads)
-        return engine
     if threads is not None:
         params |= {"EngineConfig.onnxruntime.intra_op_num_threads": threads,
                    "EngineConfig.onnxruntime.inter_op_num_threads": 1}
-    return RapidOCR(params=params)
+    openvino = rapid_runtime(runtime) == "openvino"
+    if openvino:
+        models = _shipped_models() or {}
+        params |= {"Det.model_path": str(models["det"]), "Rec.model_path": str(models["rec"])}
+    engine = RapidOCR(params=params)
+    if openvino:
+        _run_on_openvino(engine, models, threads)
+    return engine
 
 
-def _compile_in_float32(engine: Any, threads: int | None) -> None:
-    """Compile RapidOCR's OpenVINO models again in float32, on `threads` threads.
+class _OpenVinoSession:
+    """One model compiled by OpenVINO, called as RapidOCR calls its own sessions (an array in, the first output
+    out)."""
 
-    Written here because RapidOCR's OpenVINO session takes no precision setting, and OpenVINO's CPU plugin runs a
-    model in bfloat16 where the CPU has bf16 instructions: that changed the text of most shared receipts (a digit,
-    a letter: docs/eval/ocr-settings.md), while float32 gives onnxruntime's text exactly. It reaches into
-    RapidOCR's loaded parts (`text_det.session.model`, pinned by the `rapidocr<4` requirement); a test checks the
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+        self._request = compiled.create_infer_request()
+
+    def __call__(self, inputs: Any) -> Any:
+        self._request.infer([inputs])
+        return self._request.get_output_tensor().data.copy()  # the request's buffer is reused by the next call
+
+
+def _run_on_openvino(engine: Any, models: dict[str, Path], threads: int | None) -> None:
+    """Run the detection and recognition models of an engine RapidOCR built on onnxruntime on OpenVINO instead,
+    compiled in float32 on `threads` threads.
+
+    Written here because RapidOCR's own OpenVINO session takes no precision setting, and OpenVINO's CPU plugin runs
+    a model in bfloat16 where the CPU has bf16 instructions: that changed the text of most shared receipts (a digit,
+    a letter: docs/eval/ocr-settings.md), while float32 gives onnxruntime's text exactly. RapidOCR is built on
+    onnxruntime first (a cheap load that also reads the recogniser's character list from the model) rather than on
+    its OpenVINO session, which would compile both models once more in bfloat16 for nothing. It reaches into
+    RapidOCR's loaded parts (`text_det.session`, pinned by the `rapidocr<4` requirement); a test checks the
     precision."""
     # lazy: only OCR'd pages need it
     import openvino
 
     config = {"INFERENCE_PRECISION_HINT": "f32"} | ({"INFERENCE_NUM_THREADS": str(threads)} if threads else {})
     core = openvino.Core()
-    for part in (engine._load_det_model(), engine._load_rec_model()):
-        session = part.session
-        session.session = core.compile_model(session.model, "CPU", config).create_infer_request()
+    for part, task in ((engine._load_det_model(), "det"), (engine._load_rec_model(), "rec")):
+        part.session = _OpenVinoSession(core.compile_model(core.read_model(models[task]), "CPU", config))
 
 
 def _read(image: Any, threads: int | None = None, runtime: str = "auto") -> tuple[float, list[TextBox]]:
