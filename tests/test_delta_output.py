@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -75,6 +76,26 @@ def test_delta_tables_mirror_the_parquet_layout_and_rerun_idempotently(tmp_path:
     assert tx.version() > versions["transactions"]
     old = DeltaTable(f"{uri}/transactions", version=versions["transactions"]).to_pyarrow_table()
     assert old.num_rows < tx.to_pyarrow_table().num_rows  # time travel reads the state before the growth
+
+
+def test_a_table_an_older_version_made_takes_the_columns_that_became_nullable(tmp_path: Path,
+                                                                              fake_model: Path) -> None:
+    from deltalake import write_deltalake
+
+    from pipeline.output.datasets import dataset_schema
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    (inp / "card.csv").write_text("Date,Description,Amount\n03/15/2024,Coffee,-4.50\n")  # states no currency
+    uri = out / "delta" / "transactions"
+    schema = dataset_schema("transactions")  # as versions before currency became nullable wrote it
+    old = pa.schema([f.with_nullable(False) if f.name == "currency" else f for f in schema]
+                    + [pa.field("run_date", pa.string(), nullable=False)])
+    write_deltalake(str(uri), old.empty_table(), partition_by=["run_date"])
+    run = _run(inp, out, fake_model, "2024-05-01")
+    assert "transactions/run_date=2024-05-01" in run.delta_partitions
+    assert DeltaTable(str(uri)).to_pyarrow_table().column("currency").to_pylist() == [None]
+    _same_rows(out, str(out / "delta"))
 
 
 def _free_port() -> int:

@@ -152,10 +152,22 @@ def test_parquet_with_typed_columns() -> None:
     assert tf.rows[0]["amount"] == Decimal("-7.2500") and tf.rows[0]["source_row"] == 1
 
 
-def test_missing_currency_is_a_row_error_unless_defaulted() -> None:
-    text = "Date,Amount,Description\n2024-01-01,5.00,x\n"
-    assert _read(text).errors[0].message.startswith("no currency")
+def test_an_export_that_states_no_currency_keeps_its_rows_with_the_currency_empty() -> None:
+    text = "Date,Amount,Description\n2024-01-01,5.00,x\n2024-01-02,-2.50,y\n"
+    tf = _read(text)
+    assert not tf.errors and [r["currency"] for r in tf.rows] == [None, None]  # never a guessed one
+    assert [r["amount"] for r in tf.rows] == [Decimal("5.00"), Decimal("-2.50")]
+    assert tf.details["currency_unstated_rows"] == 2
+    assert rows_to_table(tf.rows).column("currency").null_count == 2
     assert _read(text, default_currency="EUR").rows[0]["currency"] == "EUR"
+
+
+def test_a_row_without_the_currency_its_file_states_elsewhere_is_a_row_error() -> None:
+    text = "Date,Amount,Currency\n2024-01-01,5.00,EUR\n2024-01-02,-2.50,\n2024-01-03,1.00,EUR\n"
+    tf = _read(text)
+    assert [r["source_row"] for r in tf.rows] == [2, 4] and [r["currency"] for r in tf.rows] == ["EUR", "EUR"]
+    assert [(e.source_row, e.message.startswith("no currency")) for e in tf.errors] == [(3, True)]
+    assert "currency_unstated_rows" not in tf.details
 
 
 @pytest.mark.parametrize("text", ["just some prose\nwithout any table\n", "a,b,c\n1,2,3\n", ""])
@@ -281,4 +293,4 @@ def test_the_banks_labelled_bic_in_the_preamble_gives_its_countrys_currency() ->
     assert not out.errors
     assert {r["currency"] for r in out.rows} == {"EUR"}
     unlabelled = _read(text.replace("BIC;DEUTDEFF", "Filiale;DEUTDEFF"), "auszug.csv")
-    assert not unlabelled.rows and "no currency" in unlabelled.errors[0].message
+    assert not unlabelled.errors and {r["currency"] for r in unlabelled.rows} == {None}  # a bare code says nothing

@@ -39,3 +39,21 @@ def test_streamed_logs_publish_what_whole_file_reading_publishes(tmp_path: Path,
     again = _run(inputs, tmp_path / "streamed", fake_model, stream_log_bytes=1)
     assert again["reconciliation"]["transaction_rows_output"] == 0
     assert _published(tmp_path / "streamed") == b
+
+
+def test_an_export_that_states_no_currency_is_published_with_the_currency_empty(tmp_path: Path,
+                                                                                 fake_model: Path) -> None:
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "card.csv").write_text("Date,Description,Amount\n03/15/2024,Coffee,-4.50\n03/20/2024,Refund,12.00\n"
+                                     "03/25/2024,Books,-30.25\n")
+    for name, limits in (("whole", {}), ("streamed", {"stream_log_bytes": 1})):
+        manifest = _run(inputs, tmp_path / name, fake_model, **limits)
+        assert manifest["reconciliation"]["balanced"] and manifest["errors_by_class"] == {}
+        assert manifest["inputs"]["currency_unstated_rows"] == {"card.csv": 3}
+        tx = read_dataset(tmp_path / name, "transactions").to_pylist()
+        assert sorted((str(r["amount"]), r["currency"]) for r in tx) == [
+            ("-30.2500", None), ("-4.5000", None), ("12.0000", None)]
+        (window,) = read_dataset(tmp_path / name, "account_windows").to_pylist()
+        assert (window["currency"], str(window["credits"]), str(window["debits"]), window["tx_count"]) == (
+            None, "12.00", "34.75", 3)

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
+from pipeline.plan.prompts import render_window_prompt
 from pipeline.plan.windows import reference_summary, window_facts
 from schemas import TRANSACTION_ARROW_SCHEMA
 
@@ -125,3 +126,15 @@ def test_partials_merged_along_the_way_give_the_facts_of_the_whole() -> None:
     assert window_facts_from_partials(merge_partials(slices)) == whole
     assert window_facts_from_partials(pl.concat([merge_partials(slices[:2]), *slices[2:]])) == whole
     assert merge_partials(slices).height < sum(s.height for s in slices)
+
+
+def test_a_window_of_an_export_that_states_no_currency_sums_its_rows_and_names_no_currency():
+    rows = [(ACC, (3, 1), "100.00", None, "A", "in"), (ACC, (3, 2), "-30.00", None, "B", "out"),
+            ("OTHER", (3, 3), "5.00", "EUR", "C", "in"), ("OTHER", (3, 4), "7.00", None, "D", "in")]
+    unknown, other = window_facts(_table(rows))
+    assert (unknown["currency"], unknown["credits"], unknown["debits"], unknown["foreign_count"]) == (
+        None, "100.00", "30.00", 0)
+    # an unknown currency beside a known one is not the account's currency: counted apart, never summed into it
+    assert other["tx_count"] == 2 and other["foreign_count"] == 1 and other["credits"] in ("5.00", "7.00")
+    assert reference_summary(unknown).narrative == "2 transactions; credits 100.00; debits 30.00; no flags."
+    assert "\ncurrency: not stated\n" in render_window_prompt(unknown)

@@ -487,7 +487,7 @@ def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: Transaction
     source_file, sha, money_cols = lo.source_file, lo.sha, lo.money_cols
     key_cols = [i for i, _ in lo.date_cols] + money_cols
     needed = max(i for i in (lo.date_cols[0][0], lo.amount_idx, lo.debit_idx, lo.credit_idx) if i is not None)
-    from_iban = 0
+    from_iban = unstated = 0
     for line, rec in rows:
         if out.rows and _continuation(rec, key_cols, lo.desc_cols):
             # a wrapped description (",,UBER EATS ..." under its transaction) belongs to the row above
@@ -523,9 +523,12 @@ def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: Transaction
             if currency is None and (currency := iban_currency(account if account is not None else lo.fallback_account)):
                 from_iban += 1
             currency = currency or lo.default_currency
-            if currency is None:
-                raise ValueError("no currency: no currency column, symbol, file-level hint, IBAN country or "
-                                 "--default-currency")
+            if currency is None and lo.cur_idx is not None:  # the row leaves out what its file states per row
+                raise ValueError("no currency: the currency column is empty and no symbol, file-level hint, IBAN "
+                                 "country or --default-currency gives one")
+            # An export that states no currency at all keeps its rows with the currency empty (never a guessed
+            # one); the file's details count them, and --default-currency fills them.
+            unstated += currency is None
             descs = [str(v) for i in lo.desc_cols if (v := _cell(rec, i)) is not None]
             cp = _cell(rec, lo.cp_idx)
             out.rows.append({
@@ -551,8 +554,9 @@ def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: Transaction
                                              f"transaction ({exc})"))
             else:
                 out.errors.append(_row_error(sha, source_file, line, "BadRow", str(exc)))
-    if from_iban:
-        out.details["currency_from_iban_country"] = out.details.get("currency_from_iban_country", 0) + from_iban
+    for key, n in (("currency_from_iban_country", from_iban), ("currency_unstated_rows", unstated)):
+        if n:
+            out.details[key] = out.details.get(key, 0) + n
 
 
 def map_table(table: RawTable, source_file: str, sha: str, default_currency: str | None = None) -> TransactionFile:
@@ -574,6 +578,8 @@ def _statement_file(statement: Statement, source_file: str, sha: str, default_cu
         _row_error(sha, source_file, row, "NotATransaction", reason) for row, reason in statement.not_transactions],
         key=lambda e: e.source_row or 0)
     out.details = {"format": statement.format, "source_row": statement.row_unit, "notes": statement.notes}
+    if unstated := sum(r["currency"] is None for r in rows):
+        out.details["currency_unstated_rows"] = unstated
     return out
 
 

@@ -53,6 +53,22 @@ def _partition_table(ds: str, run_date: str, parts: list[Path]) -> pa.Table:
                                pa.array([run_date] * table.num_rows, pa.string()))
 
 
+def _relax_not_null(uri: str, schema: pa.Schema, storage_options: dict[str, str] | None) -> None:
+    """Let the table at `uri`, if one exists, hold nulls in the columns this version writes as nullable: a table
+    an older version made keeps its NOT NULL columns (Delta checks them on every write), and the schema may since
+    allow nulls there (transactions' currency, for an export that states none)."""
+    # lazy: only runs that write Delta need it
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(uri, storage_options=storage_options or None):
+        return
+    table = DeltaTable(uri, storage_options=storage_options or None)
+    nullable = {f.name for f in schema if f.nullable}
+    for field in table.schema().fields:
+        if not field.nullable and field.name in nullable:
+            table.alter.drop_column_not_null(field.name)
+
+
 def _read_state(output_dir: Path) -> dict[str, Any]:
     path = output_dir / SYNC_STATE
     return json.loads(path.read_text()) if path.exists() else {}
@@ -87,6 +103,7 @@ def sync_delta(output_dir: Path, table_uri: str, manifest: dict[str, Any],
                 continue
             uri = f"{table_uri}/{ds}"
             try:
+                _relax_not_null(uri, dataset_schema(ds), storage_options)
                 write_deltalake(uri, _partition_table(ds, run_date, parts), mode="overwrite",
                                 predicate=f"{PARTITION} = '{run_date}'", partition_by=[PARTITION],
                                 storage_options=storage_options or None,

@@ -176,15 +176,16 @@ def reconcile(record: RunRecord, errs: list[dict[str, Any]], out_counts: dict[st
     )
 
 
-def _layout_sources(files: list[dict[str, Any]]) -> dict[str, str]:
-    """How each delimited or spreadsheet log's columns were found: detected (names and values), profile (a bank
-    profile), or model (the model's reading, checked against the values)."""
+def _log_detail(files: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """One detail of each transaction log that records it, by file: `layout_source` (how a delimited or
+    spreadsheet log's columns were found: detected, profile, or model, checked against the values) or
+    `currency_unstated_rows` (rows of an export that states no currency, kept with the currency empty)."""
     out = {}
     for f in files:
         if f["kind"] == "transactions" and f["details"]:
-            source = json.loads(f["details"]).get("layout_source")
-            if source:
-                out[f["source_file"]] = source
+            value = json.loads(f["details"]).get(key)
+            if value:
+                out[f["source_file"]] = value
     return out
 
 
@@ -211,7 +212,8 @@ def build_manifest(cfg: RunConfig, record: RunRecord, staging: Staging, llm: Any
                 "bytes": sum(f["size_bytes"] for f in files), "documents": rec.documents_ingested,
                 "transaction_rows": rec.transaction_rows_read, "windows": rec.windows,
                 "buckets_resumed": record.resumed_buckets, "excluded": record.ingested.excluded,
-                "layout_sources": _layout_sources(files)},
+                "layout_sources": _log_detail(files, "layout_source"),
+                "currency_unstated_rows": _log_detail(files, "currency_unstated_rows")},
         outputs=out_counts,
         errors_by_stage=dict(Counter(e["stage"] for e in errs)),
         errors_by_class=dict(Counter(e["error_class"] for e in errs)),

@@ -75,7 +75,9 @@ def _window_body(facts: Mapping[str, object], labels: Mapping[str, str] | None =
     if missing:
         raise KeyError(f"window facts lack {missing}")
     labels = labels or {}
-    return "\n".join(f"{labels.get(key, label)}: {facts[key]}" for key, label in WINDOW_FACT_LABELS)
+    # a fact the data does not state (the currency of an export that names none) reads as such, not as "None"
+    return "\n".join(f"{labels.get(key, label)}: {'not stated' if facts[key] is None else facts[key]}"
+                     for key, label in WINDOW_FACT_LABELS)
 
 
 def render_window_prompt(facts: Mapping[str, object]) -> str:

@@ -96,7 +96,7 @@ def window_facts_from_partials(partials: pl.DataFrame) -> list[dict[str, object]
                 & (pl.col("_vol").cast(pl.Float64) >= NEW_COUNTERPARTY_MIN_VOLUME))
         .group_by("account", "period_start").agg(pl.len().alias("new_counterparty_count"))
     )
-    in_primary = pl.col("currency") == pl.col("_primary")
+    in_primary = pl.col("currency").eq_missing(pl.col("_primary"))  # an export that states no currency: null
     agg = (
         df.group_by("account", "period_start")
         .agg(
@@ -164,8 +164,8 @@ def reference_summary(facts: dict[str, object]) -> AccountWindowSummary:
     risk = RiskLevel.LOW if not flags else RiskLevel.MEDIUM if len(flags) == 1 else RiskLevel.HIGH
     net = str(facts["net"])
     cls = WindowClassification.NET_OUTFLOW if net.startswith("-") else WindowClassification.NET_INFLOW
-    ccy = facts["currency"]
+    ccy = f" {facts['currency']}" if facts["currency"] else ""  # none where the export states none
     tail = "no flags." if not flags else "flagged for " + ", ".join(f.value.replace("_", " ") for f in flags) + "."
-    narrative = (f"{facts['tx_count']} transactions; credits {facts['credits']} {ccy}; "
-                 f"debits {facts['debits']} {ccy}; {tail}")
+    narrative = (f"{facts['tx_count']} transactions; credits {facts['credits']}{ccy}; "
+                 f"debits {facts['debits']}{ccy}; {tail}")
     return AccountWindowSummary(classification=cls, risk_level=risk, flags=flags, narrative=narrative)

@@ -74,11 +74,8 @@ def canonical_rows(statement: Statement, source_file: str, fallback_currency: st
     rows: list[dict[str, Any]] = []
     bad = list(statement.bad)
     for e in statement.entries:
+        # none stated (QIF never states one): the row keeps the currency empty, never a guessed one
         currency = normalise_currency(e.currency) or fallback_currency
-        if currency is None:
-            bad.append((e.source_row, f"no currency: the {statement.format} entry states none and no file-level "
-                                      "hint or --default-currency gives one"))
-            continue
         rows.append({
             "account": e.account or fallback_account,
             "timestamp": as_utc(e.booked),
