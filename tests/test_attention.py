@@ -96,6 +96,34 @@ def test_sliding_window_prefill_matches_naive() -> None:
     torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("context", [0, 37])
+def test_native_cpu_bf16_prefill_runs_on_the_flash_kernel(context: int) -> None:
+    """bf16 prefill goes through PyTorch's flash kernel, as float32 does (faster than the query-block path on
+    every CPU level measured: docs/bench/design-choices.md), and stays within bf16's rounding of the exact
+    result; fp16 keeps the query-block path."""
+    from kernels.cpu import native_ops
+    from kernels.cpu.attention import make_paged_attention
+    from kernels.cpu.prefill_attention import flash_available, flash_prefill
+
+    ops = native_ops()
+    if ops is None or not flash_available():
+        pytest.skip("needs the native CPU kernels and torch's CPU flash kernel")
+    n = 2 * attention.PREFILL_BLOCK + 7
+    gen = torch.Generator().manual_seed(7)
+    total = context + n
+    q, k_all, v_all = (torch.randn(total if i else n, h, D, generator=gen) for i, h in enumerate((HQ, HKV, HKV)))
+    slots = torch.arange(1, total + 1)
+    k_cache, v_cache = torch.zeros(HKV, total + 1, D), torch.zeros(HKV, total + 1, D)
+    store_kv(k_all, v_all, k_cache, v_cache, slots)
+    seg = PrefillSegment(start=0, length=n, context_len=context, kv_slots=slots if context else None, mask=None)
+    meta = AttentionMetadata(slot_mapping=slots[context:], prefills=[seg])
+    ref = _naive(q, k_all, v_all, context, None)
+    bf = [t.bfloat16() for t in (q, k_all[context:], v_all[context:], k_cache, v_cache)]
+    out = make_paged_attention(ops)(*bf, meta, D**-0.5)
+    assert torch.equal(out, flash_prefill(*bf, seg, D**-0.5))
+    torch.testing.assert_close(out.double(), ref, atol=3e-2, rtol=3e-2)
+
+
 def _decode_backends() -> list:
     """The reference decode path, and the native CPU kernel when it builds here."""
     from kernels.cpu import native_ops

@@ -1,5 +1,5 @@
-"""Paged attention on CPU with the native decode kernel; float32 prefill runs PyTorch's fused flash kernel
-(kernels/cpu/prefill_attention.py), bf16/fp16 prefill the query-block path with the native causal softmax
+"""Paged attention on CPU with the native decode kernel; float32 and bf16 prefill run PyTorch's fused flash
+kernel (kernels/cpu/prefill_attention.py), fp16 prefill the query-block path with the native causal softmax
 (kernels/cpu/elementwise.py) where it was built.
 
 Decode rows read their keys and values in place through the block table (kernels/cpu/paged_decode.cpp), which
@@ -19,6 +19,10 @@ from kernels.cpu.prefill_attention import flash_available, flash_prefill
 from kernels.reference.attention import causal_block_softmax, prefill_attention
 from kernels.reference.kv_cache import store_kv as reference_store_kv
 
+# Prefill dtypes that run on PyTorch's flash kernel: faster than the query-block path for float32 and bf16 on the
+# CPUs measured; fp16 stays on the query-block path, which was faster (docs/bench/design-choices.md).
+FLASH_DTYPES = (torch.float32, torch.bfloat16)
+
 
 def make_paged_attention(ops: ModuleType):
     """Bind the compiled module (from `kernels.cpu.native_ops()`) into a `paged_attention` with the reference
@@ -32,7 +36,7 @@ def make_paged_attention(ops: ModuleType):
         for g in meta.decode_groups:
             ops.paged_decode_attention(q[g.start : g.end].contiguous(), k_cache, v_cache, g.block_table, g.kv_lens,
                                        g.block_size, scale, g.window or 0, out[g.start : g.end])
-        causal = flash_prefill if flash and q.dtype == torch.float32 else None
+        causal = flash_prefill if flash and q.dtype in FLASH_DTYPES else None
         prefill_attention(q, k, v, k_cache, v_cache, meta, scale, out, block_softmax, causal)
         return out
 

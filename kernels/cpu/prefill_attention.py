@@ -7,8 +7,8 @@ cached key and the chunk's own keys causally, so it runs twice — cached keys u
 and the two partials are merged by their log-sum-exps. That keeps both calls on the fast, mask-free path (a
 spelled-out mask makes SDPA compute every score).
 
-Used for float32, where it beat the query-block path (kernels/reference/attention.py: two batched matmuls and a
-softmax per block of 128 queries); bf16/fp16 keep the query-block path with the fused softmax. Figures:
+Used for float32 and bf16, where it beat the query-block path (kernels/reference/attention.py: two batched matmuls
+and a softmax per block of 128 queries); fp16 keeps the query-block path with the fused softmax. Figures:
 docs/bench/design-choices.md.
 """
 
