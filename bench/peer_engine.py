@@ -5,7 +5,7 @@ engine (the bench starts it as `python -m bench.<peer> ... -- <pipeline run argu
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from engine import RequestOutput
@@ -13,13 +13,21 @@ from engine import RequestOutput
 
 class PeerEngine:
     """A subclass gives `generate_stream` (outputs in completion order), `tokenizer`, `max_model_len`,
-    `config_summary` and `stats`."""
+    `config_summary` and `stats`; `stream` and `generate` are built on it."""
 
     kv_capacity_tokens = None  # no context-parallel routing: a peer has one context per request
 
     def generate_stream(self, prompts: Sequence[Sequence[int]], params: Any, progress: bool = False
                         ) -> Iterator[RequestOutput]:
         raise NotImplementedError
+
+    def stream(self, requests: Iterable[tuple[Sequence[int], Any]], progress: bool = False,
+               lookahead: int | None = None) -> Iterator[RequestOutput]:
+        """`LLM.stream`'s surface (what a run calls): a peer is handed every request at once and batches them its
+        own way (llama.cpp's server in its slots)."""
+        reqs = list(requests)
+        if reqs:
+            yield from self.generate_stream([p for p, _ in reqs], [q for _, q in reqs], progress)
 
     def generate(self, prompts: Sequence[Sequence[int]], params: Any, progress: bool = False) -> list[RequestOutput]:
         """Outputs in input order (the layout questions of a run ask this way)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from collections.abc import Sequence as Seq
 from pathlib import Path
 from typing import Any
@@ -232,22 +232,64 @@ class LLM:
         maps back to the prompt)."""
         if isinstance(prompts, str):
             prompts = [prompts]
-        seqs = self._make_sequences(prompts, params)
-        samples = {s.index: s.params.n for s in seqs}
+        seqs = self._make_sequences(prompts, params)  # every request checked before any runs
+        texts = {i: p for i, p in enumerate(prompts) if isinstance(p, str)}
+        yield from self._serve(iter(seqs), None, texts, len(seqs) if progress else None)
+
+    def stream(
+        self,
+        requests: Iterable[tuple[str | Seq[int], SamplingParams | None]],
+        progress: bool = False,
+        lookahead: int | None = None,
+    ) -> Iterator[RequestOutput]:
+        """`generate_stream` for (prompt, params) requests read from an iterable as the engine has room for them:
+        the next is read only while fewer than `lookahead` (default `max_num_seqs`) wait to be scheduled. A caller
+        with its requests in groups (a batch job's buckets) keeps one continuous batch across them instead of
+        draining the batch at the end of each group, and only requests near their turn hold a prompt and a
+        grammar matcher. `output.index` is the request's position in the iterable; one that cannot run fails
+        alone, and one that is malformed raises when it is read."""
+        texts: dict[int, str] = {}
+
+        def sequences() -> Iterator[Sequence]:
+            for i, (prompt, p) in enumerate(requests):
+                if isinstance(prompt, str):
+                    texts[i] = prompt
+                for seq in self._make_sequences([prompt], p):
+                    seq.index = i
+                    yield seq
+
+        yield from self._serve(sequences(), lookahead or self.scheduler.max_num_seqs, texts, 0 if progress else None)
+
+    def _serve(self, source: Iterator[Sequence], lookahead: int | None, texts: dict[int, str],
+               total: int | None) -> Iterator[RequestOutput]:
+        """Step the engine until `source` is read and every request finished, reading it while fewer than
+        `lookahead` requests wait (None: all at once); a progress bar over `total` requests unless None."""
+        samples: dict[int, int] = {}
         pending: dict[int, list[RequestOutput]] = {}
         bar = None
-        if progress:
+        if total is not None:
             from tqdm.auto import tqdm  # noqa: PLC0415
 
-            bar = tqdm(total=len(seqs), desc="generate", unit="req", dynamic_ncols=True)
+            bar = tqdm(total=total or None, desc="generate", unit="req", dynamic_ncols=True)
         start = time.perf_counter()
         out_tokens0 = self._core.counters.output_tokens
-        try:
-            for seq in seqs:
+        read_all = False
+
+        def feed() -> None:
+            nonlocal read_all
+            while not read_all and (lookahead is None or self._waiting() < lookahead):
+                seq = next(source, None)
+                if seq is None:
+                    read_all = True
+                    return
+                samples[seq.index] = seq.params.n
                 if seq.finish_reason == "error":
                     self.scheduler.failed.append(seq)
                 else:
                     self._core.add(seq)
+
+        try:
+            feed()
             while self._core.has_unfinished() or self.scheduler.failed:
                 for out in self._core.step():
                     if samples[out.index] > 1:  # gather a prompt's samples into one output
@@ -256,17 +298,22 @@ class LLM:
                         if len(got) < samples[out.index]:
                             continue
                         out = _merged(pending.pop(out.index))
-                    if isinstance(prompts[out.index], str):
-                        out.prompt = prompts[out.index]  # type: ignore[assignment]
+                    if out.index in texts:
+                        out.prompt = texts.pop(out.index)  # type: ignore[assignment]
                     if bar is not None:
                         bar.update(1)
                         elapsed = max(time.perf_counter() - start, 1e-9)
                         bar.set_postfix(tok_s=f"{(self._core.counters.output_tokens - out_tokens0) / elapsed:.1f}")
                     yield out
+                feed()
         finally:
             if bar is not None:
                 bar.close()
             self._abort_unfinished()
+
+    def _waiting(self) -> int:
+        """Requests added and not yet scheduled: queued, or parked behind a prefix another one is prefilling."""
+        return len(self.scheduler.waiting) + sum(len(q) for q in self.scheduler.bm.parked.values())
 
     def _abort_unfinished(self) -> None:
         """If the caller stops consuming the stream, free everything so the engine is reusable."""

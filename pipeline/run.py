@@ -7,8 +7,8 @@
     prepare_requests(units, tokenizer, max_model_len, max_tokens, bucket_size, bucket_tokens) -> PreparedRequests
         Exact token ids from the model's tokenizer, long-document policy, length buckets.
     infer(llm, buckets, *, max_tokens=None, progress=None) -> Iterator[BucketResult]
-        Streams each bucket through the engine (JSON-schema constrained) and validates every
-        completion; yields one BucketResult (rows + error rows) per finished bucket.
+        Streams every bucket through the engine as one continuous batch (JSON-schema constrained),
+        validates every completion, and yields one BucketResult (rows + error rows) per finished bucket.
     load_llm, model_identity (from pipeline.models)
         The engine, loaded once per process and config; name plus a hash of config, tokenizer and weights.
     write_run(staging, manifest) -> dict

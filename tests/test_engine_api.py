@@ -191,3 +191,30 @@ def test_auto_dtype_keeps_bf16_only_where_the_cpu_has_it(checkpoints, tmp_path, 
     (model / "config.json").write_text(json.dumps(cfg))
     monkeypatch.setattr(devices_module, "cpu_has_fast_bf16", lambda: fast_bf16)
     assert LLM(model, device="cpu").config_summary()["dtype"] == expected
+
+
+def test_stream_reads_requests_as_the_engine_has_room_and_gives_generates_outputs(checkpoints):
+    """`LLM.stream` takes requests from an iterable only while fewer than `lookahead` wait, so a caller's groups
+    of requests flow through one continuous batch; greedy outputs equal `generate`'s."""
+    llm = LLM(checkpoints["llama"], dtype="float32", block_size=8, max_num_seqs=2)
+    prompts = [[0] + [10 + i] * (3 + i % 4) for i in range(7)]
+    params = [SamplingParams(max_tokens=4 + i % 3, min_tokens=4 + i % 3, ignore_eos=True) for i in range(7)]
+    want = [o.outputs[0].token_ids for o in llm.generate(prompts, params, progress=False)]
+    read: list[int] = []
+
+    def requests():
+        for i, (prompt, p) in enumerate(zip(prompts, params)):
+            read.append(i)
+            yield prompt, p
+
+    got: dict[int, list[int]] = {}
+    for out in llm.stream(requests(), lookahead=1):
+        got[out.index] = out.outputs[0].token_ids
+        # never more read than running (two) plus waiting (one) plus those already finished
+        assert len(read) <= len(got) + 2 + 1
+    assert [got[i] for i in range(7)] == want
+    assert llm.stats()["kv_blocks_used"] == 0
+    # a request the engine cannot run fails alone, as in generate
+    bad = [([0] * (llm.max_model_len + 1), params[0]), (prompts[0], params[0])]
+    outs = sorted(llm.stream(iter(bad)), key=lambda o: o.index)
+    assert outs[0].outputs[0].finish_reason == "error" and outs[1].outputs[0].token_ids == want[0]

@@ -166,3 +166,47 @@ def test_an_item_whose_answer_cannot_be_collected_is_an_error_row_not_lost(monke
     errors = [(e.row_id, e.error_class) for res in results for e in res.errors]
     assert sorted(rows + [rid for rid, _ in errors]) == ["d0", "d1"]
     assert ("d1", "EngineError") in errors
+
+
+def test_buckets_flow_through_one_continuous_stream_with_the_answers_each_bucket_alone_gets():
+    """Before, each bucket ran to its end before the next started (the batch shrank to the bucket's longest answer);
+    now the engine reads the next bucket's requests as it has room, and every answer is the one a bucket run alone
+    gets (greedy, float32)."""
+    from pathlib import Path
+
+    import pipeline.infer.in_process as run
+    from pipeline.plan.bucketing import prepare_requests
+    from pipeline.plan.work import WorkUnit
+
+    model = Path(__file__).resolve().parents[1] / "data" / "models" / "finextract-3m"
+    llm = LLM(model, dtype="float32", max_num_seqs=2)
+    texts = [f"Invoice INV-{i} from Acme {i} GmbH, total EUR {i}0.00." + " Thanks." * i for i in range(6)]
+    units = [WorkUnit(row_id=f"d{i}", kind="document", source_files=[f"{i}.pdf"], text=t) for i, t in enumerate(texts)]
+    prep = prepare_requests(units, llm.tokenizer, 512, {"document": 160, "window": 160}, bucket_size=2)
+    assert len(prep.buckets) == 3
+    events: list[tuple[str, int]] = []
+    stream = llm.stream
+
+    def watched(requests, *args, **kwargs):
+        def reading():
+            for k, req in enumerate(requests):
+                events.append(("read", k))
+                yield req
+        for out in stream(reading(), *args, **kwargs):
+            events.append(("out", out.index))
+            yield out
+
+    llm.stream = watched  # type: ignore[method-assign]
+    together = {res.bucket_id: res for res in run.infer(llm, prep.buckets, run_fields={})}
+    assert ("read", 2) in events, "the buckets did not go through one stream"
+    # the second bucket's first request was read while the first bucket's answers were still decoding
+    assert events.index(("read", 2)) < max(events.index(("out", 0)), events.index(("out", 1)))
+    del llm.stream
+
+    def answers(res: run.BucketResult) -> list[tuple]:
+        return sorted([(r["row_id"], r["issuer"], r["reference"], r["amount"]) for r in res.rows]
+                      + [(e.row_id, e.error_class, e.message) for e in res.errors])
+
+    for bucket in prep.buckets:
+        (alone,) = run.infer(llm, [bucket], run_fields={})
+        assert answers(together[bucket.bucket_id]) == answers(alone) and len(answers(alone)) == 2

@@ -41,36 +41,75 @@ def _params(kind: str, max_tokens: int, document_text: str | None = None,
 
 
 def infer(llm: Any, buckets: list[Bucket], *, run_fields: dict[str, str], progress: Any = None) -> Iterator[BucketResult]:
-    """Run buckets through the engine one at a time (greedy, schema-constrained), validating each
-    completion as it streams in. A document's date, amount and account may only take values the
-    text in its prompt prints (`pipeline.grounding`). `progress` (optional) gets `.update(n_items, n_tokens)`."""
+    """Run the buckets' requests through the engine as one continuous stream (greedy, schema-constrained),
+    validating each completion as it arrives, and yield each bucket's result as soon as its last item is in.
+
+    The engine reads the next requests only as it has room (`LLM.stream`), so a bucket's last long answers decode
+    beside the next bucket's first requests instead of in a shrinking batch, and only requests near their turn
+    hold a grammar. A document's date, amount and account may only take values the text in its prompt prints
+    (`pipeline.grounding`): each request's schema is built when the engine reads it. An engine failure costs the
+    items it had read and not finished; the rest go on in a new stream. `progress` (optional) gets
+    `.update(n_items, n_tokens)`."""
+    order = [(b, i) for b, bucket in enumerate(buckets) for i in range(len(bucket.items))]
+    results = [BucketResult(bucket.bucket_id, bucket.kind) for bucket in buckets]
+    left = [len(bucket.items) for bucket in buckets]
+    started: list[float | None] = [None] * len(buckets)
     params_cache: dict[tuple[str, int, tuple[str, ...]], Any] = {}
-    for bucket in buckets:
-        t0 = time.perf_counter()
-        res = BucketResult(bucket.bucket_id, bucket.kind)
-        params = []
-        for item in bucket.items:
-            if item.unit.kind in ("document", "section"):  # narrowed to what its own text says
-                params.append(_params(item.unit.kind, item.max_tokens, item.visible_text))
-                continue
-            # a window's schema depends only on which flag counts are non-zero: one params object per such set
-            key = (item.unit.kind, item.max_tokens, tuple(supported_flags(item.unit.facts or {})))
-            if key not in params_cache:
-                params_cache[key] = _params(item.unit.kind, item.max_tokens, facts=item.unit.facts)
-            params.append(params_cache[key])
-        pending = dict(enumerate(bucket.items))
+    done = 0  # requests of `order` the engine has read so far, over all streams
+    yield from (_finish(results[b], None) for b in range(len(buckets)) if not left[b])  # nothing to run
+    while done < len(order):
+        base = done
+        read: dict[int, tuple[int, int]] = {}  # this stream's index -> (bucket, item), read and not yet collected
+
+        def requests() -> Iterator[tuple[list[int], Any]]:
+            nonlocal done
+            for k, (b, i) in enumerate(order[base:]):
+                item = buckets[b].items[i]
+                if started[b] is None:
+                    started[b] = time.perf_counter()
+                read[k] = (b, i)  # read before its schema is built: a schema that fails costs only this item
+                done = base + k + 1
+                yield item.prompt_token_ids, _item_params(item, params_cache)
+
+        stream = llm.stream(requests())
         try:
-            for out in llm.generate_stream([i.prompt_token_ids for i in bucket.items], params, progress=False):
-                _collect(res, pending[out.index], out, run_fields, llm.tokenizer)
-                del pending[out.index]  # only once collected: an item whose collection failed is an error row
+            for out in stream:
+                b, i = read[out.index]
+                _collect(results[b], buckets[b].items[i], out, run_fields, llm.tokenizer)
+                del read[out.index]  # only once collected: an item whose collection failed is an error row
                 if progress is not None:
                     progress.update(1, len(out.outputs[0].token_ids))
-        except Exception as exc:  # an engine failure costs this bucket's unfinished items, not the run
-            res.errors.extend(engine_errors(list(pending.values()), f"{type(exc).__name__}: {exc}"))
-            if progress is not None:
-                progress.update(len(pending), 0)
-        res.seconds = time.perf_counter() - t0
-        yield res
+                left[b] -= 1
+                if not left[b]:
+                    yield _finish(results[b], started[b])
+        except Exception as exc:  # an engine failure costs the items it had read and not finished, not the run
+            if done == base:  # it failed before reading any: the next item is charged, so the run moves on
+                read, done = {0: order[base]}, base + 1
+            for b, i in read.values():
+                results[b].errors.extend(engine_errors([buckets[b].items[i]], f"{type(exc).__name__}: {exc}"))
+                left[b] -= 1
+                if progress is not None:
+                    progress.update(1, 0)
+                if not left[b]:
+                    yield _finish(results[b], started[b])
+        finally:
+            stream.close()  # whatever it had not finished is given back before the next stream starts
+
+
+def _item_params(item: WorkItem, cache: dict[tuple[str, int, tuple[str, ...]], Any]) -> Any:
+    """A request's sampling parameters: a document's or section's narrowed to what its own text says; a window's
+    schema depends only on which flag counts are non-zero, so one object per such set."""
+    if item.unit.kind in ("document", "section"):
+        return _params(item.unit.kind, item.max_tokens, item.visible_text)
+    key = (item.unit.kind, item.max_tokens, tuple(supported_flags(item.unit.facts or {})))
+    if key not in cache:
+        cache[key] = _params(item.unit.kind, item.max_tokens, facts=item.unit.facts)
+    return cache[key]
+
+
+def _finish(res: BucketResult, started: float | None) -> BucketResult:
+    res.seconds = time.perf_counter() - (started or time.perf_counter())
+    return res
 
 
 def engine_errors(items: list[WorkItem], message: str) -> list[ErrorRecord]:

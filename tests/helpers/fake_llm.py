@@ -94,6 +94,13 @@ class FakeLLM:
             yield _Out(index=i, prompt_token_ids=ids, token_ids=list(range(len(text) // 4)), text=text,
                        finish_reason="stop")
 
+    def stream(self, requests: Any, progress: bool = False, lookahead: int | None = None):
+        """`LLM.stream`'s surface: every request read at once, then answered as `generate_stream` does."""
+        reqs = list(requests)
+        if not reqs:
+            return
+        yield from self.generate_stream([p for p, _ in reqs], [q for _, q in reqs], progress)
+
     def generate(self, prompts: list[list[int]], params: Any, progress: bool = True) -> list[_Out]:
         outs = list(self.generate_stream(prompts, params, progress))
         return sorted(outs, key=lambda o: o.index)
