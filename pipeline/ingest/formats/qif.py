@@ -1,5 +1,6 @@
 """Quicken Interchange Format (QIF) with quiffen. QIF states no currency (the file-level hint or
---default-currency supplies it); its dates are month-first unless one of them cannot be."""
+--default-currency supplies it, else the rows keep it empty); its dates are month-first unless one of them cannot
+be."""
 
 from __future__ import annotations
 
