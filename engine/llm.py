@@ -277,7 +277,7 @@ class LLM:
 
         def feed() -> None:
             nonlocal read_all
-            while not read_all and (lookahead is None or self._waiting() < lookahead):
+            while not read_all and (lookahead is None or self.scheduler.num_waiting() < lookahead):
                 seq = next(source, None)
                 if seq is None:
                     read_all = True
@@ -310,10 +310,6 @@ class LLM:
             if bar is not None:
                 bar.close()
             self._abort_unfinished()
-
-    def _waiting(self) -> int:
-        """Requests added and not yet scheduled: queued, or parked behind a prefix another one is prefilling."""
-        return len(self.scheduler.waiting) + sum(len(q) for q in self.scheduler.bm.parked.values())
 
     def _abort_unfinished(self) -> None:
         """If the caller stops consuming the stream, free everything so the engine is reusable."""

@@ -54,6 +54,10 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running or self.bm.parked)
 
+    def num_waiting(self) -> int:
+        """Requests added and not yet scheduled: queued, or parked behind a prefix another one is prefilling."""
+        return len(self.waiting) + sum(len(q) for q in self.bm.parked.values())
+
     # ------------------------------------------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch:
         batch = ScheduledBatch()

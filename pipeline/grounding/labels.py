@@ -189,16 +189,12 @@ def _labels(doc_type: str | None = None) -> tuple[re.Pattern[str], tuple[tuple[s
     return anyone, each
 
 
+# Cached: each field's candidate generators ask for the labels of the same lines again (a document's lines are
+# scanned a few hundred times while its choices are built), and the scan is a pure function of the line.
+@lru_cache(maxsize=8192)
 def _all_labels(line: str, doc_type: str | None = None) -> tuple[LabelHit, ...]:
     """Every label in the line, left to right; where several start at one place the longest wins ("due date",
     not "due"; between equals, the document type's own), and the scan goes on after it."""
-    return _scan_labels(line, doc_type)
-
-
-# Each field's candidate generators ask for the labels of the same lines again (a document's lines are scanned
-# a few hundred times while its choices are built); the scan is a pure function of the line.
-@lru_cache(maxsize=8192)
-def _scan_labels(line: str, doc_type: str | None) -> tuple[LabelHit, ...]:
     anyone, each = _labels(doc_type)
     hits: list[LabelHit] = []
     pos = 0

@@ -4,6 +4,7 @@ a run after a kill) sees the old file, the new one, or none, never a part."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -12,10 +13,15 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
+    """`write(temporary path)`, then fsync and rename it to `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_name(path)
-    tmp.write_text(text, encoding="utf-8")
+    write(tmp)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -96,14 +96,17 @@ def sync_delta(output_dir: Path, table_uri: str, manifest: dict[str, Any],
         for part in published_parts(output_dir, ds):
             by_date.setdefault(part.parent.name.split("=", 1)[1], []).append(part)
         done = synced.setdefault(ds, {})
+        uri = f"{table_uri}/{ds}"
+        relaxed = False  # the table's NOT NULL columns checked once per sync, before its first write
         for run_date in sorted(set(by_date) | set(done)):
             parts = by_date.get(run_date, [])
             version = _version(parts)
             if done.get(run_date) == version:
                 continue
-            uri = f"{table_uri}/{ds}"
             try:
-                _relax_not_null(uri, dataset_schema(ds), storage_options)
+                if not relaxed:
+                    _relax_not_null(uri, dataset_schema(ds), storage_options)
+                    relaxed = True
                 write_deltalake(uri, _partition_table(ds, run_date, parts), mode="overwrite",
                                 predicate=f"{PARTITION} = '{run_date}'", partition_by=[PARTITION],
                                 storage_options=storage_options or None,

@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.identity import stable_id
-from pipeline.output.atomic import temporary_name, write_text_atomic
+from pipeline.output.atomic import write_atomic, write_text_atomic
 from pipeline.output.datasets import DATASETS, dataset_schema
 from pipeline.output.supersede import (
     Supersede,
@@ -121,12 +121,7 @@ def check_output_dir(output_dir: Path) -> None:
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
     """Write via a temporary name and rename, so `path` is either absent or complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_name(path)
-    pq.write_table(table, tmp, compression=COMPRESSION)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, lambda tmp: pq.write_table(table, tmp, compression=COMPRESSION))
 
 
 @contextmanager
