@@ -83,6 +83,16 @@ def make(fmt: str, path: Path, target: int) -> Path:
         _fill(path, target, "<html><body><table><tr><th>Date</th><th>Amount</th><th>Currency</th>"
               "<th>Description</th></tr>\n", "</table></body></html>\n", lambda i, d, a, t: (
                   f"<tr><td>{d.isoformat()}</td><td>{a}</td><td>EUR</td><td>{t}</td></tr>\n"))
+    elif fmt == "spreadsheet_xml":
+        def cell(v: object, kind: str = "String") -> str:
+            return f'<Cell><Data ss:Type="{kind}">{v}</Data></Cell>'
+
+        _fill(path, target, '<?xml version="1.0"?><?mso-application progid="Excel.Sheet"?><Workbook xmlns='
+              '"urn:schemas-microsoft-com:office:spreadsheet" xmlns:ss="urn:schemas-microsoft-com:office:spreadsheet">'
+              '<Worksheet ss:Name="Activity"><Table><Row>' + "".join(cell(h) for h in ("Date", "Amount", "Currency",
+                                                                                        "Description")) + "</Row>\n",
+              "</Table></Worksheet></Workbook>\n", lambda i, d, a, t: (
+                  f"<Row>{cell(d.isoformat())}{cell(a, 'Number')}{cell('EUR')}{cell(t)}</Row>\n"))
     elif fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -119,7 +129,7 @@ def make(fmt: str, path: Path, target: int) -> Path:
 
 
 _KIND = {"pdf": "pdf", "html": "markup"}
-_SUFFIX = {"camt": ".xml", "html_table": ".xls", "xlsx": ".xlsx", "parquet": ".parquet", "pdf": ".pdf", "html": ".html", "qif": ".qif", "mt940": ".sta",
+_SUFFIX = {"camt": ".xml", "html_table": ".xls", "spreadsheet_xml": ".xls", "xlsx": ".xlsx", "parquet": ".parquet", "pdf": ".pdf", "html": ".html", "qif": ".qif", "mt940": ".sta",
            "ofx": ".ofx", "json": ".json", "jsonl": ".jsonl", "csv": ".csv"}
 
 _CHILD = r"""

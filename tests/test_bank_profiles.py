@@ -29,8 +29,9 @@ PAYPAL = ('"Date","Time","TimeZone","Name","Type","Status","Currency","Gross","F
           '"bob@example.com"\n')
 
 
-def test_paypal_activity_reads_net_amounts_only_with_its_profile() -> None:
-    assert [e.error_class for e in _read(PAYPAL, "paypal-2024-03.csv", profiles=()).errors] == ["UnrecognisedTable"]
+def test_paypal_activity_reads_net_amounts_with_or_without_its_profile() -> None:
+    detected = _read(PAYPAL, "paypal-2024-03.csv", profiles=())  # gross / fee / net: the net moved the account
+    assert not detected.errors and [r["amount"] for r in detected.rows] == [Decimal("-20.00"), Decimal("96.80")]
     tf = _read(PAYPAL, "paypal-2024-03.csv")
     assert not tf.errors
     assert [r["amount"] for r in tf.rows] == [Decimal("-20.00"), Decimal("96.80")]
@@ -94,6 +95,21 @@ def test_profile_naming_a_missing_column_is_a_file_error_that_says_so(tmp_path: 
     tf = _read(PAYPAL, "paypal.csv", profiles=load_profiles(tmp_path))
     assert [e.error_class for e in tf.errors] == ["UnrecognisedTable"]
     assert "bank profile 'typo'" in tf.errors[0].message and "Netto" in tf.errors[0].message
+
+
+PAYPAL_OLD = ("Date, Time, Time Zone, Name, Type, Status, Amount, Receipt ID, Balance,\n"
+              '"12/31/2016","23:59:59","PST","Some User","Payment Sent","Completed","-12.34","","0.00",\n'
+              '"12/31/2016","23:59:59","PST","Bank Account","Add Funds from a Bank Account","Completed","12.34","",'
+              '"12.34",\n')
+
+
+def test_shipped_profile_that_does_not_fit_the_header_gives_way_to_detection() -> None:
+    """A shipped profile is chosen by a file-name guess ('paypal'); an older PayPal layout without 'Net' is read
+    by detection, the note saying why, instead of becoming one file error."""
+    tf = _read(PAYPAL_OLD, "paypal_alternate.csv", default_currency="USD")
+    assert not tf.errors
+    assert [r["amount"] for r in tf.rows] == [Decimal("-12.34"), Decimal("12.34")]
+    assert any("no column 'Net'" in n and "detected instead" in n for n in tf.details["notes"])
 
 
 def test_broken_profile_fails_the_config_before_the_run(tmp_path: Path) -> None:

@@ -260,14 +260,24 @@ def test_an_opening_balance_line_is_a_summary_row() -> None:
 
 
 def test_two_compounds_of_the_amount_word_leave_the_amount_open() -> None:
-    """'Originalbetrag' (in the card's foreign currency) and 'Buchungsbetrag' (booked): the shared head word alone
+    """'Originalbetrag' (in the card's foreign currency) and 'Gebührenbetrag' (a fee): the shared head word alone
     cannot choose, so the file says so instead of taking the first."""
+    text = ("Belegdatum;Originalbetrag;Originalwährung;Gebührenbetrag;Beschreibung\n"
+            "20.02.18;-5,00;USD;-0,10;STARBUCKS NEW YORK\n"
+            "22.02.18;-12,00;EUR;0,00;BAHN\n")
+    out = _read(text, "umsatz.csv")
+    assert out.rows == []
+    assert "could each hold the amount" in out.errors[0].message
+
+
+def test_the_booked_amount_is_the_amount_beside_the_original_one() -> None:
+    """'Buchungsbetrag' is what the account booked, in 'Buchungswährung'; the original amount is the card's."""
     text = ("Belegdatum;Buchungsdatum;Originalbetrag;Originalwährung;Buchungsbetrag;Buchungswährung;Beschreibung\n"
             "20.02.18;21.02.18;-5,00;USD;-4,10;EUR;STARBUCKS NEW YORK\n"
             "22.02.18;23.02.18;-12,00;EUR;-12,00;EUR;BAHN\n")
     out = _read(text, "umsatz.csv")
-    assert out.rows == []
-    assert "could each hold the amount" in out.errors[0].message
+    assert not out.errors
+    assert [(r["amount"], r["currency"]) for r in out.rows] == [(Decimal("-4.10"), "EUR"), (Decimal("-12.00"), "EUR")]
 
 
 def test_a_currency_code_after_a_money_columns_name_is_the_files_currency() -> None:

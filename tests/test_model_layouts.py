@@ -49,6 +49,21 @@ def test_ambiguous_amount_columns_become_a_question_with_only_value_allowed_opti
     assert set(schema["properties"]) == set(q.asked()) and "date" not in schema["properties"]
 
 
+ORDERS = ("Order Date,Order ID,UNSPSC Code,List Price Per Unit,Quantity,Item Subtotal,Item Subtotal Tax,Item Total,"
+          "Currency\n"
+          "01/29/16,123-4567890-1234567,01234567,$10.00,2,$20.00,$1.90,$21.90,USD\n"
+          "02/03/16,123-4567890-7654321,53131608,$5.50,1,$5.50,$0.52,$6.02,USD\n"
+          "02/11/16,123-4567890-1111111,44121707,$3.25,4,$13.00,$1.24,$14.24,USD\n")
+
+
+def test_codes_prices_quantities_and_taxes_are_never_offered_as_the_amount() -> None:
+    """Numbers that never move an account (a product code, a unit price, a quantity, a tax) are left out of the
+    model's choices: only the order's subtotal or total remain to be read."""
+    q = _read(ORDERS, "orders.csv").question
+    assert q is not None
+    assert q.choices()["money"] == ("amount: Item Subtotal", "amount: Item Total")
+
+
 def test_oddly_named_layout_is_read_as_the_model_maps_it() -> None:
     q = _read(NETTO, "umsaetze.csv").question
     profile = ask_layouts(FakeLLM(layout_answer={"money": "amount: Netto", "currency": "Währung"}),

@@ -12,6 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from pipeline.grounding.amounts import iso_currencies
 from pipeline.ingest.values import COMMON_CURRENCIES, normalise_currency
 
 # Role -> synonyms in priority order (the first present column wins where one column is needed).
@@ -23,25 +24,30 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "datum zauctovani", "dagtekening", "boekdatum", "transactiedatum", "datum transakcije", "дата операции",
         "дата", "дата проводки", "дата транзакции", "konyvelesi datum", "tranzakcio datuma", "datum transakce",
         "wertstellung", "valutadatum", "value date", "valuta date", "date valeur", "дата обработки", "buchung",
+        "dato", "bokforingsdato", "bokføringsdato", "bokforingsdag", "transaktionsdatum", "bokföringsdatum",
     ),
     "amount": (
         "amount", "betrag", "umsatz", "bedrag", "montant", "importe", "importo", "kwota", "castka", "zauctovana castka",
         "transaction amount", "amount eur", "value", "сумма операции", "сумма", "сумма в валюте счета",
         "сумма пересчитанная в валюту счета", "osszeg", "iznos", "summe", "net amount", "total amount",
+        # the booked amount (beside the original one in a foreign currency), Baltic/Polish/Nordic names, and last
+        # the net of a payment processor's gross / fee / net and an order's total: what moved the account
+        "buchungsbetrag", "suma", "summa", "belop", "beløp", "belopp", "cash flow", "net", "total",
     ),
     "debit": (
         "debit", "debet", "soll", "withdrawal", "withdrawals", "paid out", "money out", "ausgang", "belastung",
         "lastschrift", "debit amount", "списания", "списание", "расход", "terheles", "uitgaven", "af", "debito", "cargo",
-        "addebiti", "addebito", "uscite", "dare", "obciazenia",
+        "addebiti", "addebito", "uscite", "dare", "obciazenia", "ut", "uttak", "outflow",
     ),
     "credit": (
         "credit", "haben", "deposit", "deposits", "paid in", "money in", "eingang", "gutschrift", "credit amount",
         "поступления", "поступление", "приход", "jovairas", "inkomsten", "bij", "credito", "abono",
-        "accrediti", "accredito", "entrate", "avere", "uznania",
+        "accrediti", "accredito", "entrate", "avere", "uznania", "inn", "innskudd", "inflow",
     ),
     "currency": (
         "currency", "waehrung", "wahrung", "munt", "devise", "moneda", "divisa", "waluta", "mena", "mena uctu", "ccy",
-        "currency code", "валюта операции", "валюта", "валюта счета", "penznem", "valuta",
+        "currency code", "валюта операции", "валюта", "валюта счета", "penznem", "valuta", "valiuta", "buchungswahrung",
+        "buchungswaehrung",
     ),
     "counterparty": (
         "counterparty", "payee", "empfaenger", "empfanger", "beguenstigter zahlungspflichtiger",
@@ -49,7 +55,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "auftraggeber", "name", "naam tegenpartij", "tegenpartij", "naam", "nazev protiuctu", "beneficiary",
         "beneficiaire", "contrepartie", "merchant", "payer", "payer payee", "partner name", "recipient", "to from",
         "kontrahent", "odbiorca", "nadawca odbiorca", "beneficiario", "получатель", "контрагент", "partner neve",
-        "merchant name",
+        "merchant name", "gavejas", "mottaker", "mottakar",
     ),
     "description": (
         "description", "verwendungszweck", "omschrijving", "memo", "buchungstext", "purpose", "details", "narrative",
@@ -57,7 +63,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "reference", "remittance information", "transaction details", "text", "zprava", "poznamka", "libelle",
         "libelle operation", "vrije mededeling", "mededelingen", "concepto", "causale", "tytul", "tytul operacji",
         "описание", "назначение платежа", "основание", "kozlemeny", "info", "transaktionstyp", "type", "action",
-        "transaction type", "typ transakce", "notes", "note",
+        "transaction type", "typ transakce", "notes", "note", "paaiskinimai", "beskrivelse", "tekst", "forklaring",
     ),
     "account": (
         "account", "account number", "account no", "iban", "auftragskonto", "rekeningnummer", "eigen rekening",
@@ -65,14 +71,24 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "номер карты счета договора", "account id", "account name", "szamlaszam", "own account",
         "rekening", "konto", "kontonummer", "account iban",
     ),
+    # which way an unsigned amount moved: a column of debit/credit marks, or a true/false flag named for one side
+    "direction": (
+        "credit debit indicator", "debit credit indicator", "credit debit", "debit credit", "cr dr", "dr cr",
+        "d k", "af bij", "is credit", "is debit",
+    ),
 }
 # A line that sums the ones above it (a totals row, not a transaction).
-TOTAL_LABEL = re.compile(r"(?i)\b(total|totals|subtotal|summe|gesamt|totaal|totale|итого|всего)\b")
+_TOTAL_WORDS = r"total|totals|subtotal|summe|gesamt|totaal|totale|итого|всего"
+TOTAL_LABEL = re.compile(rf"(?i)\b({_TOTAL_WORDS})\b")
 # A line that states an account's balance at the start or end of the export (Italian, Spanish/Portuguese, French,
-# English, German, Dutch), not a movement.
-BALANCE_LINE = re.compile(r"(?i)\b(saldo\s+(iniziale|finale|inicial|final|anterior|contabile)|solde\s+(initial|final)|"
-                          r"(opening|closing|starting|ending)\s+balance|balance\s+(brought|carried)\s+forward|"
-                          r"anfangssaldo|endsaldo|beginsaldo|eindsaldo)\b")
+# English, German, Dutch, Lithuanian), not a movement.
+_BALANCE_PHRASES = (r"saldo\s+(?:iniziale|finale|inicial|final|anterior|contabile)|solde\s+(?:initial|final)|"
+                    r"(?:opening|closing|starting|ending)\s+balance|balance\s+(?:brought|carried)\s+forward|"
+                    r"anfangssaldo|endsaldo|beginsaldo|eindsaldo|likutis\s+pradžiai|likutis\s+pabaigai")
+BALANCE_LINE = re.compile(rf"(?i)\b({_BALANCE_PHRASES})\b")
+# A row whose description is nothing but such a label (a turnover or balance line of a statement export:
+# 'Apyvarta', 'Likutis pradžiai', 'Summe') sums or states the account, though it carries a date and an amount.
+SUMMARY_LABEL = re.compile(rf"(?i)^\W*(?:{_TOTAL_WORDS}|apyvarta|turnover|{_BALANCE_PHRASES})\W*$")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 
@@ -99,6 +115,7 @@ class ColumnMatch:
     notes: list[str] = field(default_factory=list)  # how roles the header did not name were decided
     undecided: dict[str, list[int]] = field(default_factory=dict)  # role -> columns that could each hold it
     by_word: frozenset[int] = frozenset()  # columns whose role a word of their name gave: kept only if cells fit
+    foreign_leg: frozenset[int] = frozenset()  # 'Original currency', 'Foreign amount': given no role from cells
 
     def first(self, role: str) -> int | None:
         cols = self.roles.get(role)
@@ -113,16 +130,27 @@ class ColumnMatch:
         return s
 
 
+def synonym_role(name: str) -> str | None:
+    """The role a header name is a synonym of (exactly, after normalising), or None."""
+    hit = _INDEX.get(normalise_header(name))
+    return hit[0] if hit else None
+
+
 # Words that name a role inside a longer header ('Run Date', 'Date Processed', 'Buchungsbetrag' aside): tried only
-# for cells no synonym matches, after every exact match. 'value' is left out: 'Value Date' is a date.
-_ROLE_WORDS = {role: frozenset(normalise_header(n) for n in SYNONYMS[role] if " " not in n) - {"value", "data"}
+# for cells no synonym matches, after every exact match. 'value' is left out: 'Value Date' is a date; so are 'net'
+# and 'total', amounts only as a whole name ('Total Value' of a holding, 'Subtotal', 'Net Asset Value' are not).
+_ROLE_WORDS = {role: frozenset(normalise_header(n) for n in SYNONYMS[role] if " " not in n)
+               - {"value", "data", "net", "total"}
                for role in ("date", "amount", "currency")}
+_ROLE_WORDS |= {"debit": frozenset({"debit", "debits", "debet", "withdrawal", "withdrawals", "outflow"}),
+                "credit": frozenset({"credit", "credits", "deposit", "deposits", "inflow"})}
 # The heads of compound words that name a role ('Wertstellungsdatum', 'Umsatzbetrag', 'Transactiebedrag'): German,
 # Dutch and Nordic headers join the qualifier to the head word, so no synonym list can hold them all.
 _COMPOUND_HEADS = {role: frozenset(w for w in words if len(w) >= 5) for role, words in _ROLE_WORDS.items()}
 _CODE_AFTER_NAME = re.compile(r"^(.*?\S)[\s_-]+([A-Za-z]{3})$")  # 'Debit CHF', 'Betrag_EUR'
 _UNIT_IN_PARENS = re.compile(r"^(.*?)\s*[\(\[]\s*([^\w\s]{1,3}|[A-Za-z]{3})\s*[\)\]]\s*$")  # 'Amount ($)'
 _WORD_RANK = 1000  # below every synonym
+_FOREIGN_LEG = frozenset({"original", "orig", "foreign"})
 
 
 def match_columns(header: list[str]) -> ColumnMatch:
@@ -132,6 +160,7 @@ def match_columns(header: list[str]) -> ColumnMatch:
     ranked: dict[str, list[tuple[int, int]]] = {}
     header_currency = None
     by_word: set[int] = set()
+    foreign: set[int] = set()
     compound: dict[str, list[int]] = {}
     for idx, cell in enumerate(header):
         norm = normalise_header(cell)
@@ -139,14 +168,23 @@ def match_columns(header: list[str]) -> ColumnMatch:
         if hit is None and (m := _UNIT_IN_PARENS.match(cell.strip()) or _CODE_AFTER_NAME.match(cell.strip())):
             base = _INDEX.get(normalise_header(m.group(1)))
             unit = normalise_currency(m.group(2))
-            if base and base[0] in ("amount", "debit", "credit") and (unit in COMMON_CURRENCIES or "(" in cell
-                                                                      or "[" in cell):
+            # a unit in brackets is a sign or any ISO code ('Amount ($)', 'Betrag [BGN]'), never a word ('Amount
+            # (fee)'); after a bare name only a common code counts ('Debit CHF', not 'Amount net')
+            bracketed = ("(" in cell or "[" in cell) and (not m.group(2).isalpha() or unit in iso_currencies())
+            if base and base[0] in ("amount", "debit", "credit") and (unit in COMMON_CURRENCIES or bracketed):
                 hit = base
                 header_currency = header_currency or unit
         if hit is None:
             words = set(re.sub(r"[()\[\]]", " ", norm).split())
-            hit = next(((role, _WORD_RANK) for role in ("date", "amount", "currency") if words & _ROLE_WORDS[role]),
-                       None)
+            # 'Original currency' / 'Foreign amount' belong to a card payment's foreign leg, not to the account
+            if words & _FOREIGN_LEG:
+                foreign.add(idx)
+                continue
+            # 'Amount Debit' / 'Amount Credit' are the two sides, not two amounts: a side's word decides first
+            # where the name says nothing else ('Credit Card Number' is no side)
+            hit = next(((side, _WORD_RANK) for side in ("debit", "credit") if words & _ROLE_WORDS[side]
+                        and not words - _ROLE_WORDS[side] - _ROLE_WORDS["amount"]), None) or next(
+                ((role, _WORD_RANK) for role in ("date", "amount", "currency") if words & _ROLE_WORDS[role]), None)
             if hit is None and " " not in norm:
                 hit = next(((role, _WORD_RANK + 1) for role in ("date", "amount", "currency")
                             if any(norm.endswith(h) and len(norm) >= len(h) + 3 for h in _COMPOUND_HEADS[role])), None)
@@ -163,4 +201,5 @@ def match_columns(header: list[str]) -> ColumnMatch:
             ranked[role] = [(rank, i) for rank, i in ranked[role] if i not in compound[role]]
             by_word -= set(compound[role])
     roles = {role: [i for _, i in sorted(v)] for role, v in ranked.items() if v}
-    return ColumnMatch(roles=roles, header_currency=header_currency, by_word=frozenset(by_word))
+    return ColumnMatch(roles=roles, header_currency=header_currency, by_word=frozenset(by_word),
+                       foreign_leg=frozenset(foreign))

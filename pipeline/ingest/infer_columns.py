@@ -23,15 +23,22 @@ from pipeline.ingest.values import (
     parse_amount,
 )
 
-_AMOUNTISH = re.compile(r"^\s*[+-]?\(?[+-]?[$€£]?\s*[0-9]+(?:[ .,'][0-9]{3})*(?:[.,][0-9]{1,4})?\)?[+-]?\s*$")
+_AMOUNTISH = re.compile(r"^\s*[+-]?\s*\(?[+-]?[$€£]?\s*[0-9]+(?:[ .,'][0-9]{3})*(?:[.,][0-9]{1,4})?\)?[+-]?\s*$")
 _DECIMAL = re.compile(r"[.,][0-9]{1,2}\)?[+-]?\s*$")
 _SAMPLE_ROWS = 500
 _MIN_CONTINUITY = 0.8  # share of consecutive rows whose balance step equals the amount
 
 
+def _filled(cell: Any) -> bool:
+    return cell is not None and str(cell).strip() != ""
+
+
 def _columns(rows: list[tuple[int, list[Any]]], width: int) -> list[list[str]]:
+    """The first rows' cells by column; a line that fills one cell only (a disclaimer, a 'Date downloaded' footer
+    spread over the first column) is a note, not a record, and says nothing about what a column holds."""
+    records = [r for r in rows[:_SAMPLE_ROWS] if sum(1 for c in r[1] if _filled(c)) >= 2] or rows[:_SAMPLE_ROWS]
     cols: list[list[str]] = [[] for _ in range(width)]
-    for _, rec in rows[:_SAMPLE_ROWS]:
+    for _, rec in records:
         for i in range(width):
             cols[i].append(str(rec[i]).strip() if i < len(rec) and rec[i] is not None else "")
     return cols
@@ -66,14 +73,14 @@ def _numeric_columns(cols: list[list[str]], taken: set[int], min_filled: float =
             continue
         numeric = sum(1 for v in non_empty if _AMOUNTISH.match(v)) / len(non_empty)
         cents = sum(1 for v in non_empty if _DECIMAL.search(v)) / len(non_empty)
-        if cents < 0.5 and _counter_or_id(non_empty):
+        if cents < 0.5 and counter_or_id(non_empty):
             continue
         if numeric >= 0.9 and (cents >= 0.5 or len(non_empty) == len(values)):
             out.append((cents, i))
     return sorted(out, key=lambda t: (-t[0], t[1]))
 
 
-def _counter_or_id(values: list[str]) -> bool:
+def counter_or_id(values: list[str]) -> bool:
     """Whole numbers that count rows (1, 2, 3, ...) or identify them (eight digits or more, unsigned)."""
     if not all(v.isdigit() for v in values):
         return False
@@ -135,6 +142,17 @@ def direction_marks(values: list[str]) -> tuple[frozenset[str], frozenset[str]] 
     return next(((d, c) for d, c in DIRECTION_MARKS if filled <= d | c and filled & d), None)
 
 
+_FLAG_SIDES = {"is credit": (frozenset({"FALSE"}), frozenset({"TRUE"})),
+               "is debit": (frozenset({"TRUE"}), frozenset({"FALSE"}))}
+
+
+def flag_marks(name: str, values: list[str]) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The (debit, credit) marks of a true/false column named for one side ('isCredit': true is money in)."""
+    sides = _FLAG_SIDES.get(name)
+    filled = {v.strip().upper() for v in values if v.strip()}
+    return sides if sides and filled and filled <= {"TRUE", "FALSE"} else None
+
+
 def direction_column(cols: list[list[str]], taken: set[int]) -> int | None:
     """The first free column, filled in most rows, whose cells are debit/credit marks."""
     for i, values in enumerate(cols):
@@ -163,7 +181,7 @@ def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width:
     roles = {r: [i for i in v if i not in match.by_word or (i < width and _fits(r, cols[i]))]
              for r, v in match.roles.items()}
     roles = {r: v for r, v in roles.items() if v}
-    taken = {i for v in roles.values() for i in v}
+    taken = {i for v in roles.values() for i in v} | match.foreign_leg
     notes: list[str] = []
     undecided: dict[str, list[int]] = {}
     if "date" not in roles:
@@ -219,8 +237,8 @@ def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width:
         text_cols = []
         for i, values in enumerate(cols):
             non_empty = [v for v in values if v]
-            if i in taken or not non_empty:
-                continue
+            if i in taken or not non_empty or sum(1 for v in non_empty if is_currency_value(v)) >= 0.8 * len(non_empty):
+                continue  # (a column of currency codes is no text)
             if sum(1 for v in non_empty if any(ch.isalpha() for ch in v)) / len(non_empty) >= 0.5:
                 text_cols.append((sum(len(v) for v in non_empty) / len(values), i))
         text_cols.sort(reverse=True)
@@ -228,7 +246,7 @@ def complete_roles(match: ColumnMatch, rows: list[tuple[int, list[Any]]], width:
             if role not in roles and text_cols:
                 roles[role] = [text_cols.pop(0)[1]]
     return ColumnMatch(roles=roles, header_currency=match.header_currency, notes=[*match.notes, *notes],
-                       undecided=undecided, by_word=match.by_word)
+                       undecided=undecided, by_word=match.by_word, foreign_leg=match.foreign_leg)
 
 
 def infer_roles(rows: list[tuple[int, list[Any]]], width: int) -> ColumnMatch:

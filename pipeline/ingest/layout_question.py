@@ -15,6 +15,7 @@ from typing import Any
 
 from pipeline.ingest.infer_columns import (
     balance_continuity,
+    counter_or_id,
     is_currency_value,
     looks_like_header,
     net_of,
@@ -39,6 +40,7 @@ DATE_ORDERS = ("day_first", "month_first", "year_first")
 DECIMAL_MARKS = ("point", "comma")
 FIELDS = ("date", "money", "currency", "counterparty", "description", "date_order", "decimal_mark")
 _FILLED = 0.9  # share of rows a signed amount column, or a pair of one-sided columns, must fill
+_NOT_MOVEMENT = re.compile(r"(?i)\b(price|rate|quantity|qty|tax|fee|fees|code|zip|units?|shares)\b|per unit")
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,10 @@ def _options(labels: list[str], rows: list[list[str]], header: bool) -> dict[str
             dates.append(i)
             orders |= found
         elif sum(1 for v in filled if _is_amount(v)) >= 0.9 * len(filled):
-            numeric.append(i)
+            # a code or counter ('UNSPSC Code' 01234567, a line number) and a column named for a price, rate,
+            # quantity, tax or fee hold numbers but never the money that moved: not offered as the amount
+            if not counter_or_id(filled) and not (header and _NOT_MOVEMENT.search(labels[i])):
+                numeric.append(i)
         elif sum(1 for v in filled if is_currency_value(v)) >= 0.8 * len(filled):
             currency.append(i)
         elif (sum(1 for v in filled if any(ch.isalpha() for ch in v)) >= 0.5 * len(filled)

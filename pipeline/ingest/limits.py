@@ -20,7 +20,7 @@ MIB = 1 << 20
 # records can still exceed the estimate; the worker's own memory check (MemoryLimit) stays the backstop.
 WHOLE_READ_PEAK_PER_BYTE: dict[str, float] = {
     "delimited": 30.0, "json": 16.0, "jsonl": 18.0, "parquet": 110.0, "ofx": 85.0, "camt": 22.0,
-    "mt940": 42.0, "qif": 55.0, "excel": 50.0, "html_table": 35.0,
+    "mt940": 42.0, "qif": 55.0, "excel": 50.0, "html_table": 35.0, "spreadsheet_xml": 22.0,
 }
 WORKER_BASE_BYTES = 128 * MIB  # the parser process with its readers loaded, before its first file
 # Formats whose whole read is slower than `parse_seconds_per_mib` allows (same measurement, twice the time

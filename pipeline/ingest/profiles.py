@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import tomllib
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "data" / "bank_profiles"
 Role = Literal["date", "amount", "debit", "credit", "currency", "counterparty", "description", "account", "balance"]
@@ -37,6 +37,13 @@ class BankProfile(BaseModel):
     date_format: str | None = None
     decimal_comma: bool | None = None
     currency: str | None = Field(default=None, pattern=r"^[A-Z]{3}$")
+    # shipped with the project: its file-name pattern is a guess at a bank's exports, so a file whose header lacks
+    # a column it names is read by detection; a user's own profile (--bank-profiles) is held to what it names
+    _shipped: bool = PrivateAttr(default=False)
+
+    @property
+    def shipped(self) -> bool:
+        return self._shipped
 
     @field_validator("filename")
     @classmethod
@@ -57,9 +64,11 @@ def load_profiles(*dirs: Path) -> tuple[BankProfile, ...]:
     for d in dirs:
         for path in sorted(Path(d).glob("*.toml")):
             try:
-                out.append(BankProfile.model_validate(tomllib.loads(path.read_text(encoding="utf-8"))))
+                profile = BankProfile.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
             except (tomllib.TOMLDecodeError, ValueError) as exc:
                 raise ValueError(f"bank profile {path}: {exc}") from exc
+            profile._shipped = Path(d).resolve() == SHIPPED_DIR
+            out.append(profile)
     return tuple(out)
 
 

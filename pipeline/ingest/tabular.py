@@ -34,6 +34,11 @@ class NotATable(ValueError):
     """The file is not a delimited transaction table we can understand (message says why)."""
 
 
+class ProfileMismatch(NotATable):
+    """A bank profile chosen by the file's name names a column its header lacks: for a shipped profile another
+    layout of that bank's exports (or another bank's file with a like name), read by detection instead."""
+
+
 @dataclass
 class RawTable:
     """Header plus rows of cells, each row with its 1-based line/record number in the file."""
@@ -298,7 +303,7 @@ def profile_columns(profile: Any, header: list[str], match: ColumnMatch) -> Colu
                 found.append(names.index(normalise_header(ref)))
         # a list names alternatives (export layouts differ): one present is enough; a single column must be there
         if not found or (len(wanted) == 1 and len(found) != 1):
-            raise NotATable(f"bank profile {profile.name!r}: no column {' or '.join(map(repr, wanted))} for "
+            raise ProfileMismatch(f"bank profile {profile.name!r}: no column {' or '.join(map(repr, wanted))} for "
                             f"{role} in the header {header[:12]}")
         given[role] = found
     taken = {i for cols in given.values() for i in cols}
@@ -339,6 +344,36 @@ def _parse_with_profile(data: bytes, profile: Any) -> RawTable:
                     notes=[f"bank profile {profile.name!r}"], profile=profile)
 
 
+_QUANTITY_WORDS = frozenset({"quantity", "qty", "shares", "units"})
+# what a position is worth now: a holdings report's columns, never a trade's or an order's ('Price', 'Value in GBP')
+_VALUATION = re.compile(r"\b(market value|cost basis|closing (price|value)|gain loss|unrealized)\b")
+_BALANCE = re.compile(r"\b(balance|saldo|solde)\b|saldo\b")
+
+
+def not_transactions(data: bytes) -> str | None:
+    """What a file no transaction layout fits holds instead, where its header tells, or None: 'a holdings table'
+    (a quantity column beside a position's valuation: positions, tax lots, fund shares) or 'a balances table'
+    (balance columns and nothing but dates, accounts and currencies beside them). A file without amounts is not
+    named so: whole-number amounts (yen, forint) look like any other number."""
+    _, text, _ = _decode_best(data[:_SNIFF_BYTES])
+    for line in physical_lines(text)[:_HEADER_SCAN_LINES]:
+        for delimiter in DELIMITERS:
+            cells = [c.strip() for c in _split_line(line, delimiter) if c.strip()]
+            if len(cells) < 3:
+                continue
+            names = [" ".join(re.sub(r"[()\[\]#/]", " ", normalise_header(c)).split()) for c in cells]
+            quantity = [c for c, n in zip(cells, names) if set(n.split()) & _QUANTITY_WORDS]
+            valuation = [c for c, n in zip(cells, names) if _VALUATION.search(n)]
+            if quantity and valuation:
+                return f"a holdings table (columns {', '.join(map(repr, quantity + valuation))[:120]}) states what is held"
+            balances = [c for c, n in zip(cells, names) if _BALANCE.search(n)]
+            match = match_columns(cells)
+            beside = {i for r in ("date", "account", "currency") for i in match.roles.get(r, [])}
+            if len(balances) >= 2 and len(balances) + len(beside) == len(cells):
+                return f"a balances table (columns {', '.join(map(repr, balances))[:120]}) states balances"
+    return None
+
+
 def looks_delimited(head: bytes) -> bool:
     """Whether a file's first bytes read as a delimited table: text, with a transaction header or a consistent
     field count over its lines."""
@@ -355,8 +390,21 @@ def parse_delimited(data: bytes, profile: Any = None) -> RawTable:
     """Decode, sniff and split a delimited export (as `profile` says where given). Raises NotATable with a reason."""
     if b"\x00" in data[:4096] and not data.startswith((b"\xff\xfe", b"\xfe\xff")) and not utf16_without_bom(data):
         raise NotATable("binary file (NUL bytes), not a text export")
+    misfit = None
     if profile is not None:
-        return _parse_with_profile(data, profile)
+        try:
+            return _parse_with_profile(data, profile)
+        except ProfileMismatch as exc:
+            if not profile.shipped:
+                raise
+            misfit = f"{exc}; layout detected instead"
+    table = _detect_delimited(data)
+    if misfit:
+        table.notes.insert(0, misfit)
+    return table
+
+
+def _detect_delimited(data: bytes) -> RawTable:
     enc, text, cand = _decode_best(data)
     if not text.strip():
         raise NotATable("empty file")

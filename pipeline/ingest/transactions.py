@@ -25,14 +25,16 @@ from pipeline.identity import stable_id
 from pipeline.ingest import formats
 from pipeline.ingest.columns import (
     BALANCE_LINE,
+    SUMMARY_LABEL,
     TOTAL_LABEL,
     ColumnMatch,
     match_columns,
     normalise_header,
+    synonym_role,
 )
 from pipeline.ingest.formats import text_statement
 from pipeline.ingest.formats.statement import Statement, canonical_rows, require_entries
-from pipeline.ingest.infer_columns import complete_roles, direction_marks
+from pipeline.ingest.infer_columns import complete_roles, direction_marks, flag_marks
 from pipeline.ingest.layout_question import (
     LayoutQuestion,
     grid_question,
@@ -41,8 +43,10 @@ from pipeline.ingest.layout_question import (
 from pipeline.ingest.profiles import BankProfile, profile_for
 from pipeline.ingest.tabular import (
     NotATable,
+    ProfileMismatch,
     RawTable,
     looks_delimited,
+    not_transactions,
     parse_delimited,
     profile_columns,
 )
@@ -135,8 +139,16 @@ def records_table(records: list[tuple[int, dict[str, Any]]]) -> RawTable:
                 seen.add(k)
                 keys.append(k)
     rows = [(n, [rec.get(k) for k in keys]) for n, rec in records]
-    # nested names ("transaction_amount.value") are matched by their last part, the field's own name
-    return RawTable(header=keys, rows=rows, match=match_columns([k.rsplit(".", 1)[-1] for k in keys]))
+    return RawTable(header=keys, rows=rows, match=match_columns([_field_name(k) for k in keys]))
+
+
+def _field_name(dotted: str) -> str:
+    """The name a nested field is matched by: its own ('transaction.bookingDate' -> 'bookingDate'), or its
+    parent's where its own says only that it is a value: 'amount.value' is the amount, 'gross.value' no amount."""
+    parts = dotted.split(".")
+    if len(parts) < 2 or normalise_header(parts[-1]) != "value":
+        return parts[-1]
+    return parts[-2] if synonym_role(parts[-2]) else " ".join(parts[-2:])
 
 
 def _flatten(obj: dict[str, Any], prefix: str = "") -> tuple[dict[str, Any], dict[str, list[Any]]]:
@@ -193,19 +205,37 @@ def _record_sets(doc: Any) -> dict[str, list[Any]]:
     return out
 
 
+_CORE_SCORE = 10  # ColumnMatch.score of a date plus an amount
+
+
 def _json_document(doc: Any, source_file: str, sha: str) -> tuple[RawTable, list[ErrorRecord]]:
     """The records of a JSON export, found by shape: of all lists of objects (however deeply nested: PayPal's
     `transaction_details[].transaction_info`, a brokerage's `accounts[].activity[]`), the one whose fields read
     best as transactions (a date and an amount, by name or by value), its fields named by their dotted path."""
     sets = _record_sets(doc)
-    if not sets:
-        raise NotATable("JSON without a list of records")
     scored = []
     for pattern, items in sets.items():
         records = [(i, rec) for i, rec in enumerate(items, start=1) if isinstance(rec, dict)]
         table = records_table(records)
         match = complete_roles(table.match, table.rows, len(table.header))
         scored.append(((match.score, len(records)), pattern, items, table))
+    if isinstance(doc, dict) and max((t[0][0] for t in scored), default=0) < _CORE_SCORE:
+        # no list holds dated amounts: the document may itself be one transaction (a payment's detail page, a
+        # receipt's record), its lists being parts of it (funding sources, taxes)
+        table = records_table([(1, _flatten(doc)[0])])
+        roles = complete_roles(table.match, table.rows, len(table.header))
+        if roles.score >= _CORE_SCORE:
+            # a list's amounts carry their signs; one record's unsigned amount (a receipt's total) says nothing
+            # of which way it moved unless a credit/debit flag does
+            money = roles.first("amount") if roles.first("amount") is not None else roles.first("debit")
+            signed = money is not None and str(table.rows[0][1][money]).lstrip().startswith(("-", "("))
+            if roles.first("direction") is None and not signed and roles.first("credit") is None:
+                raise NotATable("the document is one record whose amount has no sign and no credit/debit flag: "
+                                "which way the money moved is not stated")
+            table.notes.append("the document is one transaction record")
+            return table, []
+    if not sets:
+        raise NotATable("JSON without a list of records")
     _, pattern, items, table = max(scored, key=lambda t: t[0])
     errors = [_row_error(sha, source_file, i, "BadRecord", f"record {i} is not a JSON object")
               for i, rec in enumerate(items, start=1) if not isinstance(rec, dict)]
@@ -341,7 +371,9 @@ def _date_columns(table: RawTable, prefer_month_first: bool) -> list[tuple[int, 
         if typed:
             out.append((idx, None))
             continue
-        vals = [str(c) for _, rec in table.rows if (c := _cell(rec, idx)) is not None]
+        # a note spread over the first column (a disclaimer under the table) is no record: its cell is no date
+        vals = [str(c) for _, rec in table.rows if (c := _cell(rec, idx)) is not None
+                and sum(1 for x in rec if x is not None and str(x).strip()) >= 2]
         fmt = choose_date_format(vals, prefer_month_first, min_share=0.5) if vals else None
         if fmt:
             out.append((idx, fmt))
@@ -427,6 +459,7 @@ class Layout:
     file_currency: str | None
     default_currency: str | None
     details: dict[str, Any]
+    other_money: list[int] = field(default_factory=list)  # money-named columns the layout does not read
 
     @property
     def money_cols(self) -> list[int]:
@@ -463,9 +496,14 @@ def table_layout(table: RawTable, source_file: str, sha: str, default_currency: 
                      else detect_decimal_comma(money_text, default=table.delimiter == ";"))
     # an unsigned amount column beside debit/credit marks ('14.34', 'D') takes its sign from the mark
     dir_idx = m.first("direction") if amount_idx is not None else None
-    marks = direction_marks(_text_column(table, dir_idx)) if dir_idx is not None else None
+    dir_values = [str(c) for _, rec in table.rows if (c := _cell(rec, dir_idx)) is not None]  # JSON's true/false too
+    marks = (direction_marks(dir_values) or flag_marks(normalise_header(table.header[dir_idx]), dir_values)
+             if dir_idx is not None else None)
     if marks and any(str(v).lstrip().startswith("-") for v in _text_column(table, amount_idx)):
         marks = None  # the amounts carry their own sign
+    used = {amount_idx, debit_idx, credit_idx}
+    other_money = [i for i, name in enumerate(table.header) if i not in used
+                   and {"amount", "debit", "credit"} & set(match_columns([str(name)]).roles)]
     details = {"layout_source": "profile" if profile else "detected",
                "encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
                "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
@@ -477,7 +515,11 @@ def table_layout(table: RawTable, source_file: str, sha: str, default_currency: 
                   desc_cols=m.roles.get("description", []), dir_idx=dir_idx, marks=marks, decimal_comma=decimal_comma,
                   fallback_account=pre_account or PurePosixPath(source_file).stem,
                   file_currency=(profile.currency if profile else None) or m.header_currency or pre_currency,
-                  default_currency=default_currency, details=details)
+                  default_currency=default_currency, details=details, other_money=other_money)
+
+
+class _NoMoney(ValueError):
+    """A dated row whose every amount column is empty."""
 
 
 def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: TransactionFile) -> None:
@@ -510,10 +552,11 @@ def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: Transaction
                     amount = (abs(credit) if credit is not None else Decimal(0)) - (abs(debit) if debit is not None else Decimal(0))
                     amount = amount.quantize(Decimal("0.0001"))
                 cell_cur = cell_cur or cur_d or cur_c
-            if amount is None:
-                raise ValueError("empty amount")
+            if amount is None:  # no money moved, unless a money column the layout does not read holds some
+                raise (ValueError if any(_cell(rec, i) is not None for i in lo.other_money) else _NoMoney)(
+                    "empty amount")
             if lo.marks is not None:
-                mark = str(_cell(rec, lo.dir_idx) or "").strip().upper()
+                mark = "" if (flag := _cell(rec, lo.dir_idx)) is None else str(flag).strip().upper()
                 if mark not in lo.marks[0] | lo.marks[1]:
                     raise ValueError(f"no debit/credit mark for an unsigned amount ({mark!r})")
                 amount = -abs(amount) if mark in lo.marks[0] else abs(amount)
@@ -531,6 +574,11 @@ def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: Transaction
             unstated += currency is None
             descs = [str(v) for i in lo.desc_cols if (v := _cell(rec, i)) is not None]
             cp = _cell(rec, lo.cp_idx)
+            if descs and cp is None and SUMMARY_LABEL.match(label := " ".join(descs)):
+                out.errors.append(_row_error(sha, source_file, line, "SummaryRow",
+                                             f"line {line} is labelled {label!r} only: a balance or totals line, not "
+                                             "a transaction"))
+                continue
             out.rows.append({
                 "account": str(account) if account is not None else lo.fallback_account,
                 "timestamp": ts,
@@ -548,6 +596,10 @@ def map_rows(layout: Layout, rows: list[tuple[int, list[Any]]], out: Transaction
             elif BALANCE_LINE.search(words):
                 out.errors.append(_row_error(sha, source_file, line, "SummaryRow",
                                              f"an opening or closing balance, not a transaction ({exc})"))
+            elif isinstance(exc, _NoMoney):
+                out.errors.append(_row_error(sha, source_file, line, "NotATransaction",
+                                             f"line {line} moves no money: every amount column is empty (an entry "
+                                             "in units only, such as a stock split or a fund conversion)"))
             elif not _holds_date_or_amount(rec, lo.date_cols, money_cols, lo.decimal_comma):
                 out.errors.append(_row_error(sha, source_file, line, "NotATransaction",
                                              f"line {line} holds no date and no amount: a note or footer, not a "
@@ -597,13 +649,20 @@ def _tables_file(tables: list[RawTable], source_file: str, sha: str, default_cur
     columns a bank profile names, where one matches the file), as one result."""
     out = TransactionFile()
     for table in tables:
+        profiled = False
         if profile is not None:
-            table.match, table.profile = profile_columns(profile, table.header, table.match), profile
-            table.notes.append(f"bank profile {profile.name!r}")
+            try:
+                table.match, table.profile = profile_columns(profile, table.header, table.match), profile
+                table.notes.append(f"bank profile {profile.name!r}")
+                profiled = True
+            except ProfileMismatch as exc:
+                if not profile.shipped:
+                    raise
+                table.notes.append(f"{exc}; layout detected instead")
         try:
             part = map_table(table, source_file, sha, default_currency)
         except NotATable as exc:
-            raise (exc if profile is not None else UnsettledTable(str(exc), table)) from None
+            raise (exc if profiled else UnsettledTable(str(exc), table)) from None
         part.errors += bad_record_errors(sha, source_file, table.bad_records)
         out.rows += part.rows
         out.errors += part.errors
@@ -685,6 +744,10 @@ def read_transactions(data: bytes, source_file: str, sha: str, default_currency:
             raise NotATable(NO_DATA_ROWS)
         result = map_table(table, source_file, sha, default_currency)
     except NotATable as exc:
+        if delimited_unprofiled and str(exc) != NO_DATA_ROWS and (held := not_transactions(data)):
+            return TransactionFile(errors=[ErrorRecord(
+                row_id=file_unit_id(sha, source_file), unit=Unit.FILE, source_file=source_file, stage=Stage.INGEST,
+                error_class="NotTransactions", n_rows=0, message=f"not a transaction log: {held}, no money moving")])
         if delimited_unprofiled and str(exc) != NO_DATA_ROWS:
             try:  # text that no delimited layout fits may be a statement laid out in columns
                 return _statement_file(require_entries(text_statement.read(data)), source_file, sha,

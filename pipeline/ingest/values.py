@@ -226,8 +226,31 @@ def _clean_date(raw: str) -> str:
     return s[:-1] if len(s) > 1 and s.endswith(".") and s[-2].isdigit() else s
 
 
+# A column of dates printed with a month name in a language strptime does not read ('25. März 2020', '3 févr.
+# 2021'): parsed by dateparser (`pipeline.grounding.dates`), tried only where the cells have that shape.
+MONTH_NAME_FORMAT = "month name"
+_MONTH_NAME_SHAPE = re.compile(r"^\s*(\d{1,2}\.?\s*[^\W\d_]{3,}\.?,?\s*\d{2,4}|[^\W\d_]{3,}\.?\s+\d{1,2}\.?,?\s+\d{4})\s*$")
+_MONTH_NAME_SAMPLE = 200
+
+
+def _month_name_date(raw: str) -> datetime:
+    # lazy: dateparser's language data loads only for such a column
+    from pipeline.grounding.dates import parse_month_name_date
+
+    s = _clean_date(raw)
+    iso = parse_month_name_date(s) if _MONTH_NAME_SHAPE.match(s) else None
+    if iso is None:
+        raise ValueError(f"not a date with a month name: {raw!r}")
+    return datetime.fromisoformat(iso).replace(tzinfo=timezone.utc)
+
+
 def parse_date(raw: str, fmt: str) -> datetime:
     """Parse with a fixed format; naive values are taken as UTC. Raises ValueError."""
+    if fmt == MONTH_NAME_FORMAT:
+        dt = _month_name_date(raw)
+        if not 1900 <= dt.year <= 2100:
+            raise ValueError(f"date out of range: {raw!r}")
+        return dt
     s = _clean_date(raw)
     if fmt.endswith(".") and not s.endswith("."):  # a format written with the trailing dot the cleaning drops
         fmt = fmt[:-1]
@@ -272,7 +295,7 @@ def choose_date_format(samples: list[str], prefer_month_first: bool = False, min
     scored = [(_parsed_count(sample, fmt), fmt) for fmt in DATE_FORMATS]
     top = max(ok for ok, _ in scored)
     if top == 0:
-        return None
+        return _month_name_format(values, min_share)
     leaders = [fmt for ok, fmt in scored if ok >= top * 0.98]
     if step > 1:
         counts = {fmt: _parsed_count(values, fmt) for fmt in leaders}
@@ -286,5 +309,14 @@ def choose_date_format(samples: list[str], prefer_month_first: bool = False, min
         if best is None or (counts[fmt], tie_rank) > (best[0], best[1]):
             best = (counts[fmt], tie_rank, fmt)
     if best is None or best[0] < min_share * len(values):
-        return None
+        return _month_name_format(values, min_share)
     return best[2]
+
+
+def _month_name_format(values: list[str], min_share: float) -> str | None:
+    """MONTH_NAME_FORMAT where that many of a column's cells have a month-name date's shape and parse as one."""
+    shaped = [v for v in values if _MONTH_NAME_SHAPE.match(_clean_date(v))]
+    if len(shaped) < min_share * len(values):
+        return None
+    sample = values[:: max(1, len(values) // _MONTH_NAME_SAMPLE)]
+    return MONTH_NAME_FORMAT if _parsed_count(sample, MONTH_NAME_FORMAT) >= min_share * len(sample) else None

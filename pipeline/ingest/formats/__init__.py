@@ -9,9 +9,17 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from pipeline.ingest.formats import camt, excel, html_table, mt940, ofx, qif
+from pipeline.ingest.formats import (
+    camt,
+    excel,
+    html_table,
+    mt940,
+    ofx,
+    qif,
+    spreadsheet_xml,
+)
 
-READERS: tuple[ModuleType, ...] = (ofx, camt, mt940, qif, excel, html_table)
+READERS: tuple[ModuleType, ...] = (ofx, camt, mt940, qif, excel, html_table, spreadsheet_xml)
 SUFFIXES = frozenset().union(*(r.SUFFIXES for r in READERS))
 
 
