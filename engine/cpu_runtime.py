@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
 import os
@@ -42,6 +43,17 @@ def configure_cpu_threads(environ: "os._Environ[str] | dict[str, str]" = os.envi
     environ["GOMP_SPINCOUNT"] = OMP_SPIN_COUNT
 
 
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL | None:
+    """The C library's handle, looked up once: `ctypes.util.find_library` runs `ldconfig -p` in a child process,
+    so a run that hands memory back after every bucket would fork its whole resident size again each time."""
+    path = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(path) if path else None
+    except OSError:
+        return None
+
+
 def keep_freed_memory() -> bool:
     """Tune glibc malloc for the engine's allocate/free pattern; True when applied. Idempotent, process-wide."""
     if not sys.platform.startswith("linux"):
@@ -50,12 +62,11 @@ def keep_freed_memory() -> bool:
         name in os.environ.get("LD_PRELOAD", "") for name in ("jemalloc", "tcmalloc", "mimalloc")
     ):
         return False  # the operator configured the allocator
-    path = ctypes.util.find_library("c")
-    if path is None:
+    if (libc := _libc()) is None:
         return False
     try:
-        mallopt = ctypes.CDLL(path).mallopt
-    except (OSError, AttributeError):
+        mallopt = libc.mallopt
+    except AttributeError:
         return False  # not glibc (musl has no mallopt)
     ok = bool(mallopt(_M_MMAP_THRESHOLD, _MAX_MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _NO_TRIM))
     if not ok:
@@ -69,11 +80,11 @@ def return_freed_memory(collect: bool = True) -> bool:
     engine's allocator setting keeps freed memory. True when trimmed; a no-op where the C library is not glibc."""
     if collect:
         gc.collect()
-    if not sys.platform.startswith("linux") or (path := ctypes.util.find_library("c")) is None:
+    if not sys.platform.startswith("linux") or (libc := _libc()) is None:
         return False
     try:
-        malloc_trim = ctypes.CDLL(path).malloc_trim
-    except (OSError, AttributeError):
+        malloc_trim = libc.malloc_trim
+    except AttributeError:
         return False  # not glibc
     malloc_trim.argtypes = [ctypes.c_size_t]
     return bool(malloc_trim(0))

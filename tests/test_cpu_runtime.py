@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from engine.cpu_runtime import keep_freed_memory
+from engine.cpu_runtime import keep_freed_memory, return_freed_memory
 
 
 def _glibc() -> bool:
@@ -101,3 +101,21 @@ def test_freed_memory_kept_by_the_engine_allocator_setting_goes_back_when_asked(
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "LD_PRELOAD"}
     out = subprocess.run([sys.executable, "-c", _FREED_CHILD], capture_output=True, text=True, env=env, check=True)
     assert int(out.stdout) > 200 << 20  # of the 300 MiB freed but kept, most is handed back
+
+
+def test_handing_memory_back_starts_no_child_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run hands memory back after every bucket; looking the C library up each time ran `ldconfig -p` in a child
+    process (a fork of the whole engine process, counted twice by a peak-memory sampler). Once is enough."""
+    import subprocess
+
+    return_freed_memory(collect=False)  # the first call may look the library up
+    started: list[object] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        started.append(args)
+        raise OSError("no child processes here")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    for _ in range(3):
+        return_freed_memory(collect=False)
+    assert started == []
