@@ -32,6 +32,8 @@ _NOT_TX_ERRORS = ("SummaryRow", "NotATransaction")
 # Files the ingest names as no log format at all (ledger journals, rules, scripts, images, licences, hidden files
 # in the fixture folders): counted apart, not as exports.
 _NOT_EXPORT_FORMAT = ("UnsupportedFormat", "Skipped")
+# Files the ingest reads as documents (an order page saved as HTML): they become document rows, not transactions.
+_DOCUMENT_KINDS = ("pdf", "markup", "einvoice")
 
 
 def expected_records(path: Path) -> int | None:
@@ -56,7 +58,10 @@ def classify(r: dict[str, Any]) -> str:
         return "duplicate"
     if first and first[0] in _NOT_EXPORT_FORMAT:
         return "not an export"
-    if r["expected"] == 0 or r["file"] in _NOT_LOGS or (first and (first[0] == "EmptyTable" or "empty file" in first[1])):
+    if r["kind"] in _DOCUMENT_KINDS:
+        return "not an export"
+    if (r["expected"] == 0 or r["file"] in _NOT_LOGS
+            or (first and (first[0] in ("EmptyTable", "NotTransactions") or "empty file" in first[1]))):
         return "no transactions"
     if r["rows"] > 0 and r["tx_errors"] == 0 and r["accounted"]:
         return "read"
@@ -87,7 +92,8 @@ def measure_repo(repo: Path, currency: str | None, llm: Any, cfg: Any) -> list[d
                          "expected": expected, "accounted": expected is None or expected == accounted,
                          "tx_errors": sum(1 for c, _, _ in errs[rel] if c not in _NOT_TX_ERRORS),
                          "first_error": list(errs[rel][0][:2]) if errs[rel] else None,
-                         "layout_source": json.loads(fe["details"]).get("layout_source") if fe["details"] else None})
+                         "layout_source": json.loads(fe["details"]).get("layout_source") if fe["details"] else None,
+                         "columns": json.loads(fe["details"]).get("columns") if fe["details"] else None})
         return rows
 
 

@@ -278,6 +278,7 @@ def test_the_booked_amount_is_the_amount_beside_the_original_one() -> None:
     out = _read(text, "umsatz.csv")
     assert not out.errors
     assert [(r["amount"], r["currency"]) for r in out.rows] == [(Decimal("-4.10"), "EUR"), (Decimal("-12.00"), "EUR")]
+    assert {r["counterparty"] for r in out.rows} == {None}  # a column of currency codes is no counterparty
 
 
 def test_a_currency_code_after_a_money_columns_name_is_the_files_currency() -> None:

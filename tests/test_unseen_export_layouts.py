@@ -80,15 +80,6 @@ def test_payment_processor_net_column_is_the_amount() -> None:
     assert [r["amount"] for r in _read(csv, "balance_history.csv").rows] == [Decimal("11.35"), Decimal("-0.77")]
 
 
-def test_booked_amount_wins_over_the_original_foreign_one() -> None:
-    csv = ("Buchungsdatum;Originalbetrag;Originalwährung;Umrechnungskurs;Buchungsbetrag;Buchungswährung;"
-           "Transaktionsbeschreibung\n"
-           "20.02.2018;-5,00;USD;1,2345;-4,05;EUR;STARBUCKS NEW YORK\n")
-    tf = _read(csv, "umsatz.csv")
-    assert not tf.errors
-    assert [(r["amount"], r["currency"], r["counterparty"]) for r in tf.rows] == [(Decimal("-4.05"), "EUR", None)]
-
-
 def test_lithuanian_statement_with_dk_marks_and_its_balance_and_turnover_lines() -> None:
     """Baltic names ('Data', 'Suma', 'Valiuta', 'D/K'); the opening and closing balance and turnover lines carry
     a date and an amount but only a label: summary rows, not transactions."""
