@@ -173,3 +173,28 @@ def test_mistral_checkpoint_converted_as_llama_matches(tmp_path):
         refs = [hf.generate(torch.tensor([p]), max_new_tokens=12, do_sample=False, pad_token_id=1)[0, len(p):].tolist()
                 for p in prompts]
     assert [o.outputs[0].token_ids for o in outs] == refs
+
+
+def _resident_kib(path) -> int:
+    """This process's resident KiB of the mappings of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and not head[0].endswith(":"):
+                inside = line.rstrip().endswith(str(path))
+            elif inside and head[0] == "Rss:":
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_building_the_weights_leaves_no_page_of_the_file_resident(hf_dirs, tmp_path):
+    """The parsed file stays cached (for the tokenizer and a later load), but once every tensor is built its
+    mapped pages leave the resident set: a real Q4_1 file is ~90 MB of a run's peak otherwise."""
+    path = write_gguf(hf_dirs["llama"], tmp_path / "pages-Q8_0.gguf", "Q8_0")
+    ckpt = open_checkpoint(path)
+    weights = ckpt.tensors()
+    assert weights and _resident_kib(path) == 0
+    again = open_checkpoint(path).tensors()  # the pages come back from the file when read again
+    assert all(torch.equal(weights[k], again[k]) for k in weights)

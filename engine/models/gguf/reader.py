@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -35,11 +36,31 @@ class GGUFFile:
         """`<architecture>.<key>`, the way llama.cpp namespaces model hyperparameters."""
         return self.metadata.get(f"{self.architecture}.{key}", default)
 
+    def release_pages(self) -> None:
+        """Drop the file's mapped pages from this process's resident set once the weights are built from them:
+        the kernel keeps them in its page cache, and a later read maps them in again. Without this, the cached
+        parse keeps a quantized file's every page resident for the life of the process."""
+        maps = {id(m): m for t in self.tensors.values() if (m := _mapping(t.data)) is not None}
+        for m in maps.values():
+            try:
+                m.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError, AttributeError):  # a closed map, or a platform without madvise
+                pass
+
     def require(self, key: str) -> Any:
         full = f"{self.architecture}.{key}"
         if full not in self.metadata:
             raise ModelLoadError(f"{self.path}: GGUF metadata lacks {full!r}")
         return self.metadata[full]
+
+
+def _mapping(array: Any) -> mmap.mmap | None:
+    """The mmap under a numpy view of a memory-mapped file (np.memmap keeps it as `_mmap`), or None."""
+    while array is not None:
+        if isinstance(m := getattr(array, "_mmap", None), mmap.mmap):
+            return m
+        array = getattr(array, "base", None)
+    return None
 
 
 def _value(field: Any) -> Any:

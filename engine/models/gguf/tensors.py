@@ -97,4 +97,5 @@ def gguf_tensors(f: GGUFFile, cfg: ModelConfig,
             out[target], out[target + "_scale"] = q, scale
         else:
             out[target] = w
+    f.release_pages()  # every tensor is built: the file's pages need not stay resident
     return out
