@@ -129,7 +129,8 @@ def make(fmt: str, path: Path, target: int) -> Path:
 
 
 _KIND = {"pdf": "pdf", "html": "markup"}
-_SUFFIX = {"camt": ".xml", "html_table": ".xls", "spreadsheet_xml": ".xls", "xlsx": ".xlsx", "parquet": ".parquet", "pdf": ".pdf", "html": ".html", "qif": ".qif", "mt940": ".sta",
+_SUFFIX = {"camt": ".xml", "html_table": ".xls", "spreadsheet_xml": ".xls",
+           "xlsx": ".xlsx", "parquet": ".parquet", "pdf": ".pdf", "html": ".html", "qif": ".qif", "mt940": ".sta",
            "ofx": ".ofx", "json": ".json", "jsonl": ".jsonl", "csv": ".csv"}
 
 _CHILD = r"""

@@ -114,7 +114,8 @@ def test_disclaimer_lines_under_the_table_do_not_hide_its_date_column() -> None:
            "01/19/2023,DIVIDEND RECEIVED,3.10,\n" + footer)
     tf = _read(csv, "History_for_Account.csv")
     assert [(r["timestamp"].date(), r["amount"]) for r in tf.rows] == [
-        (date(2023, 1, 27), Decimal("-10000")), (date(2023, 1, 23), Decimal("200.99")), (date(2023, 1, 19), Decimal("3.10"))]
+        (date(2023, 1, 27), Decimal("-10000")), (date(2023, 1, 23), Decimal("200.99")),
+        (date(2023, 1, 19), Decimal("3.10"))]
     assert {e.error_class for e in tf.errors} == {"NotATransaction"} and len(tf.errors) == 12
 
 

@@ -46,8 +46,8 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     ),
     "currency": (
         "currency", "waehrung", "wahrung", "munt", "devise", "moneda", "divisa", "waluta", "mena", "mena uctu", "ccy",
-        "currency code", "валюта операции", "валюта", "валюта счета", "penznem", "valuta", "valiuta", "buchungswahrung",
-        "buchungswaehrung",
+        "currency code", "валюта операции", "валюта", "валюта счета", "penznem", "valuta", "valiuta",
+        "buchungswahrung", "buchungswaehrung",
     ),
     "counterparty": (
         "counterparty", "payee", "empfaenger", "empfanger", "beguenstigter zahlungspflichtiger",

@@ -365,7 +365,8 @@ def not_transactions(data: bytes) -> str | None:
             quantity = [c for c, n in zip(cells, names) if set(n.split()) & _QUANTITY_WORDS]
             valuation = [c for c, n in zip(cells, names) if _VALUATION.search(n)]
             if quantity and valuation:
-                return f"a holdings table (columns {', '.join(map(repr, quantity + valuation))[:120]}) states what is held"
+                told = ", ".join(map(repr, quantity + valuation))[:120]
+                return f"a holdings table (columns {told}) states what is held"
             balances = [c for c, n in zip(cells, names) if _BALANCE.search(n)]
             match = match_columns(cells)
             beside = {i for r in ("date", "account", "currency") for i in match.roles.get(r, [])}

@@ -229,7 +229,8 @@ def _clean_date(raw: str) -> str:
 # A column of dates printed with a month name in a language strptime does not read ('25. März 2020', '3 févr.
 # 2021'): parsed by dateparser (`pipeline.grounding.dates`), tried only where the cells have that shape.
 MONTH_NAME_FORMAT = "month name"
-_MONTH_NAME_SHAPE = re.compile(r"^\s*(\d{1,2}\.?\s*[^\W\d_]{3,}\.?,?\s*\d{2,4}|[^\W\d_]{3,}\.?\s+\d{1,2}\.?,?\s+\d{4})\s*$")
+_MONTH_NAME_SHAPE = re.compile(r"^\s*(\d{1,2}\.?\s*[^\W\d_]{3,}\.?,?\s*\d{2,4}"  # 25. März 2020
+                               r"|[^\W\d_]{3,}\.?\s+\d{1,2}\.?,?\s+\d{4})\s*$")  # Sept. 9, 2014
 _MONTH_NAME_SAMPLE = 200
 
 
