@@ -31,8 +31,9 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
         "transaction amount", "amount eur", "value", "сумма операции", "сумма", "сумма в валюте счета",
         "сумма пересчитанная в валюту счета", "osszeg", "iznos", "summe", "net amount", "total amount",
         # the booked amount (beside the original one in a foreign currency), Baltic/Polish/Nordic names, and last
-        # the net of a payment processor's gross / fee / net and an order's total: what moved the account
-        "buchungsbetrag", "suma", "summa", "belop", "beløp", "belopp", "cash flow", "net", "total",
+        # the net of a payment processor's gross / fee / net: what moved the account ('Total' is not named here:
+        # it may be a running total)
+        "buchungsbetrag", "suma", "summa", "belop", "beløp", "belopp", "cash flow", "net",
     ),
     "debit": (
         "debit", "debet", "soll", "withdrawal", "withdrawals", "paid out", "money out", "ausgang", "belastung",
@@ -137,10 +138,10 @@ def synonym_role(name: str) -> str | None:
 
 
 # Words that name a role inside a longer header ('Run Date', 'Date Processed', 'Buchungsbetrag' aside): tried only
-# for cells no synonym matches, after every exact match. 'value' is left out: 'Value Date' is a date; so are 'net'
-# and 'total', amounts only as a whole name ('Total Value' of a holding, 'Subtotal', 'Net Asset Value' are not).
+# for cells no synonym matches, after every exact match. 'value' is left out: 'Value Date' is a date; so is 'net',
+# an amount only as a whole name ('Net Asset Value' is none).
 _ROLE_WORDS = {role: frozenset(normalise_header(n) for n in SYNONYMS[role] if " " not in n)
-               - {"value", "data", "net", "total"}
+               - {"value", "data", "net"}
                for role in ("date", "amount", "currency")}
 _ROLE_WORDS |= {"debit": frozenset({"debit", "debits", "debet", "withdrawal", "withdrawals", "outflow"}),
                 "credit": frozenset({"credit", "credits", "deposit", "deposits", "inflow"})}
