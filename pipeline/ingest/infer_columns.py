@@ -29,14 +29,15 @@ _SAMPLE_ROWS = 500
 _MIN_CONTINUITY = 0.8  # share of consecutive rows whose balance step equals the amount
 
 
-def _filled(cell: Any) -> bool:
-    return cell is not None and str(cell).strip() != ""
+def filled_cells(rec: list[Any]) -> int:
+    """How many cells of a row hold something. A line that fills one cell only (a disclaimer, a 'Date
+    downloaded' footer spread over the first column) is a note, not a record."""
+    return sum(1 for c in rec if c is not None and str(c).strip())
 
 
 def _columns(rows: list[tuple[int, list[Any]]], width: int) -> list[list[str]]:
-    """The first rows' cells by column; a line that fills one cell only (a disclaimer, a 'Date downloaded' footer
-    spread over the first column) is a note, not a record, and says nothing about what a column holds."""
-    records = [r for r in rows[:_SAMPLE_ROWS] if sum(1 for c in r[1] if _filled(c)) >= 2] or rows[:_SAMPLE_ROWS]
+    """The first rows' cells by column, notes left out: they say nothing about what a column holds."""
+    records = [r for r in rows[:_SAMPLE_ROWS] if filled_cells(r[1]) >= 2] or rows[:_SAMPLE_ROWS]
     cols: list[list[str]] = [[] for _ in range(width)]
     for _, rec in records:
         for i in range(width):

@@ -347,7 +347,7 @@ def _parse_with_profile(data: bytes, profile: Any) -> RawTable:
 _QUANTITY_WORDS = frozenset({"quantity", "qty", "shares", "units"})
 # what a position is worth now: a holdings report's columns, never a trade's or an order's ('Price', 'Value in GBP')
 _VALUATION = re.compile(r"\b(market value|cost basis|closing (price|value)|gain loss|unrealized)\b")
-_BALANCE = re.compile(r"\b(balance|saldo|solde)\b|saldo\b")
+_BALANCE = re.compile(r"\b(balance|solde)\b|saldo\b")  # 'Boeksaldo' too
 
 
 def not_transactions(data: bytes) -> str | None:
@@ -368,9 +368,11 @@ def not_transactions(data: bytes) -> str | None:
                 told = ", ".join(map(repr, quantity + valuation))[:120]
                 return f"a holdings table (columns {told}) states what is held"
             balances = [c for c, n in zip(cells, names) if _BALANCE.search(n)]
-            match = match_columns(cells)
-            beside = {i for r in ("date", "account", "currency") for i in match.roles.get(r, [])}
-            if len(balances) >= 2 and len(balances) + len(beside) == len(cells):
+            if len(balances) < 2:
+                continue
+            roles = match_columns(cells).roles
+            beside = {i for r in ("date", "account", "currency") for i in roles.get(r, [])}
+            if len(balances) + len(beside) == len(cells):
                 return f"a balances table (columns {', '.join(map(repr, balances))[:120]}) states balances"
     return None
 

@@ -34,7 +34,12 @@ from pipeline.ingest.columns import (
 )
 from pipeline.ingest.formats import text_statement
 from pipeline.ingest.formats.statement import Statement, canonical_rows, require_entries
-from pipeline.ingest.infer_columns import complete_roles, direction_marks, flag_marks
+from pipeline.ingest.infer_columns import (
+    complete_roles,
+    direction_marks,
+    filled_cells,
+    flag_marks,
+)
 from pipeline.ingest.layout_question import (
     LayoutQuestion,
     grid_question,
@@ -208,6 +213,24 @@ def _record_sets(doc: Any) -> dict[str, list[Any]]:
 _CORE_SCORE = 10  # ColumnMatch.score of a date plus an amount
 
 
+def _one_record(doc: dict[str, Any]) -> RawTable | None:
+    """The document as one transaction (a payment's detail page, its lists being parts of it: funding sources,
+    taxes) when its own fields hold a date and an amount, else None. A list's amounts carry their signs; one
+    record's unsigned amount (a receipt's total) says which way it moved only through a credit/debit flag, so
+    without one it is an error, never a guessed sign."""
+    table = records_table([(1, _flatten(doc)[0])])
+    roles = complete_roles(table.match, table.rows, len(table.header))
+    if roles.score < _CORE_SCORE:
+        return None
+    money = roles.first("amount") if roles.first("amount") is not None else roles.first("debit")
+    signed = money is not None and str(table.rows[0][1][money]).lstrip().startswith(("-", "("))
+    if roles.first("direction") is None and not signed and roles.first("credit") is None:
+        raise NotATable("the document is one record whose amount has no sign and no credit/debit flag: "
+                        "which way the money moved is not stated")
+    table.notes.append("the document is one transaction record")
+    return table
+
+
 def _json_document(doc: Any, source_file: str, sha: str) -> tuple[RawTable, list[ErrorRecord]]:
     """The records of a JSON export, found by shape: of all lists of objects (however deeply nested: PayPal's
     `transaction_details[].transaction_info`, a brokerage's `accounts[].activity[]`), the one whose fields read
@@ -219,21 +242,9 @@ def _json_document(doc: Any, source_file: str, sha: str) -> tuple[RawTable, list
         table = records_table(records)
         match = complete_roles(table.match, table.rows, len(table.header))
         scored.append(((match.score, len(records)), pattern, items, table))
-    if isinstance(doc, dict) and max((t[0][0] for t in scored), default=0) < _CORE_SCORE:
-        # no list holds dated amounts: the document may itself be one transaction (a payment's detail page, a
-        # receipt's record), its lists being parts of it (funding sources, taxes)
-        table = records_table([(1, _flatten(doc)[0])])
-        roles = complete_roles(table.match, table.rows, len(table.header))
-        if roles.score >= _CORE_SCORE:
-            # a list's amounts carry their signs; one record's unsigned amount (a receipt's total) says nothing
-            # of which way it moved unless a credit/debit flag does
-            money = roles.first("amount") if roles.first("amount") is not None else roles.first("debit")
-            signed = money is not None and str(table.rows[0][1][money]).lstrip().startswith(("-", "("))
-            if roles.first("direction") is None and not signed and roles.first("credit") is None:
-                raise NotATable("the document is one record whose amount has no sign and no credit/debit flag: "
-                                "which way the money moved is not stated")
-            table.notes.append("the document is one transaction record")
-            return table, []
+    if (isinstance(doc, dict) and max((t[0][0] for t in scored), default=0) < _CORE_SCORE
+            and (one := _one_record(doc)) is not None):
+        return one, []
     if not sets:
         raise NotATable("JSON without a list of records")
     _, pattern, items, table = max(scored, key=lambda t: t[0])
@@ -372,8 +383,7 @@ def _date_columns(table: RawTable, prefer_month_first: bool) -> list[tuple[int, 
             out.append((idx, None))
             continue
         # a note spread over the first column (a disclaimer under the table) is no record: its cell is no date
-        vals = [str(c) for _, rec in table.rows if (c := _cell(rec, idx)) is not None
-                and sum(1 for x in rec if x is not None and str(x).strip()) >= 2]
+        vals = [str(c) for _, rec in table.rows if (c := _cell(rec, idx)) is not None and filled_cells(rec) >= 2]
         fmt = choose_date_format(vals, prefer_month_first, min_share=0.5) if vals else None
         if fmt:
             out.append((idx, fmt))
@@ -413,7 +423,7 @@ def _continuation(rec: list[Any], key_cols: list[int], desc_cols: list[int]) -> 
     its text sits in a description column."""
     return (all(_cell(rec, i) is None for i in key_cols)
             and any(_cell(rec, i) is not None for i in desc_cols)
-            and sum(1 for c in rec if c is not None and str(c).strip()) <= 2)
+            and filled_cells(rec) <= 2)
 
 
 def _holds_date_or_amount(rec: list[Any], date_cols: list[tuple[int, str | None]], money_cols: list[int],
@@ -502,8 +512,7 @@ def table_layout(table: RawTable, source_file: str, sha: str, default_currency: 
     if marks and any(str(v).lstrip().startswith("-") for v in _text_column(table, amount_idx)):
         marks = None  # the amounts carry their own sign
     used = {amount_idx, debit_idx, credit_idx}
-    other_money = [i for i, name in enumerate(table.header) if i not in used
-                   and {"amount", "debit", "credit"} & set(match_columns([str(name)]).roles)]
+    other_money = [i for r in ("amount", "debit", "credit") for i in m.roles.get(r, []) if i not in used]
     details = {"layout_source": "profile" if profile else "detected",
                "encoding": table.encoding, "delimiter": table.delimiter, "headerless": table.headerless,
                "date_format": date_cols[0][1], "decimal_comma": decimal_comma,
