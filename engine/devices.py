@@ -30,7 +30,10 @@ def resolve_dtype(name: str, cfg: ModelConfig, device: torch.device) -> torch.dt
 
 
 def cpu_has_fast_bf16() -> bool:
+    """Whether the CPU has bf16 dot-product instructions (AVX512-BF16 or AMX). Not oneDNN's
+    `_is_mkldnn_bf16_supported`: that is true on any AVX-512 CPU, where bf16 is converted in software and a bf16
+    GEMM runs several times slower than float32."""
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except (AttributeError, RuntimeError):
         return False
