@@ -12,6 +12,7 @@ from engine.models.checkpoint import Checkpoint
 from engine.models.config import ModelConfig
 from engine.models.llama import LlamaModel
 from engine.models.lora import LoraAdapter, merge_lora
+from engine.models.weight_layout import input_major_is_faster, store_input_major
 from engine.quantization.model import attach_int8_weights, quantize_model
 from kernels import Kernels
 
@@ -124,6 +125,8 @@ def build_model(ckpt: Checkpoint, dtype: torch.dtype, device: torch.device, kern
     if quantization is not None:
 
         quantize_model(model, quantization)
+    if device.type == "cpu" and dtype == torch.float32 and input_major_is_faster():
+        store_input_major(model)
     return model
 
 
