@@ -123,7 +123,6 @@ def build_model(ckpt: Checkpoint, dtype: torch.dtype, device: torch.device, kern
         merge_lora(tensors, lora)
     model = load_model(ckpt.config, tensors, ckpt.path, dtype, device, kernels)
     if quantization is not None:
-
         quantize_model(model, quantization)
     if device.type == "cpu" and dtype == torch.float32 and input_major_is_faster():
         store_input_major(model)

@@ -23,35 +23,36 @@ from engine.models.layers import Linear
 _PROBE_ROWS = 16  # a decode step's rows where the layouts differ most
 _PROBE_SHAPE = (1536, 576)  # a small model's MLP projection: the GEMMs decode runs most
 _FASTER_BY = 1.2  # below this the stored layout stays: a timing on a shared box is noisy
+_REPS = 15
 
 
-def _best_time(fn: Callable[[], object], reps: int = 15) -> float:
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+def _input_major(t: torch.Tensor) -> torch.Tensor:
+    return t.t().contiguous().t()
+
+
+def _seconds(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 @functools.lru_cache(maxsize=1)
 def input_major_is_faster() -> bool:
     """Whether this process's BLAS runs a float32 `F.linear` at decode's row counts faster with the weight in
-    input-major storage (measured once, a few milliseconds)."""
+    input-major storage (measured once, a few milliseconds). The two layouts are timed in turn and each keeps its
+    best, so a neighbour's load on a shared CPU falls on both."""
     gen = torch.Generator().manual_seed(0)
     w = torch.randn(*_PROBE_SHAPE, generator=gen)
-    w_in = w.t().contiguous().t()
+    w_in = _input_major(w)
     x = torch.randn(_PROBE_ROWS, _PROBE_SHAPE[1], generator=gen)
+    row_major = input_major = float("inf")
     with torch.inference_mode():
         for _ in range(3):  # warm up both paths (thread pool, kernel selection)
             F.linear(x, w), F.linear(x, w_in)
-        row_major = _best_time(lambda: F.linear(x, w))
-        input_major = _best_time(lambda: F.linear(x, w_in))
+        for _ in range(_REPS):
+            row_major = min(row_major, _seconds(lambda: F.linear(x, w)))
+            input_major = min(input_major, _seconds(lambda: F.linear(x, w_in)))
     return input_major * _FASTER_BY < row_major
-
-
-def _input_major(t: torch.Tensor) -> torch.Tensor:
-    return t.t().contiguous().t()
 
 
 def store_input_major(model: nn.Module) -> int:
