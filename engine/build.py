@@ -5,6 +5,7 @@ engine class."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from engine.kv_pool import (
     kv_budget,
     kv_bytes_per_token,
 )
+from engine.memory_budget import plan_kv_within_limit
 from engine.model_runner import ModelRunner
 from engine.models.checkpoint import Checkpoint, open_checkpoint
 from engine.models.loader import build_model, num_weights
@@ -30,6 +32,8 @@ from engine.runner import Runner
 from engine.scheduler import Scheduler
 from engine.speculative.builder import TargetInfo, build_speculator
 from kernels import Kernels, get_kernels
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -87,15 +91,25 @@ def _kv_tokens_wanted(c: EngineConfig) -> int:
     return c.max_num_seqs * (c.max_model_len + c.block_size)
 
 
+def structured_backend(ckpt: Checkpoint) -> Any:
+    """The JSON-schema decoder's backend (its token trie is tens of MiB on a real vocabulary), or None where its
+    optional dependency is missing."""
+    try:
+        from engine.structured import StructuredOutputBackend  # noqa: PLC0415 - optional dependency
+    except ImportError:
+        return None
+    return StructuredOutputBackend(ckpt.tokenizer.to_json(), ckpt.config.vocab_size, ckpt.eos_token_ids)
+
+
 def build_engine(config: EngineConfig) -> Engine:
     ckpt = open_checkpoint(config.model_dir)
     c = _resolve(config, ckpt)
     assert c.max_model_len is not None
     device = resolve_device(c.device)
     dtype = resolve_dtype(c.dtype, ckpt.config, device)
-    tuned = device.type == "cpu" and keep_freed_memory()
     lora = read_lora(c.adapter) if c.adapter is not None else None
     ranks = None
+    structured = None  # built by LLM at its first JSON-schema request, unless a memory limit must count it
     if c.context_parallel_size > 1:
         runner, ranks = _start_context_parallel(c, ckpt, lora, device, dtype)
         model, kernels = runner.model, runner.model.k
@@ -106,6 +120,15 @@ def build_engine(config: EngineConfig) -> Engine:
         model = build_model(ckpt, dtype, device, kernels, c.quantization, lora)
         quantized_kv = c.kv_cache_dtype == "int8"
         budget = kv_budget(c.kv_cache_memory, device, _kv_tokens_wanted(c), ckpt.config, dtype, quantized_kv)
+        if c.memory_limit is not None:
+            if device.type != "cpu":
+                raise ValueError("memory_limit applies to CPU engines; on a GPU give kv_cache_memory")
+            # the limit's accounting needs the allocator as the steps will run: tuned, load transients handed back
+            keep_freed_memory()
+            structured = structured_backend(ckpt)  # built now, so that the plan counts it
+            plan = plan_kv_within_limit(c, ckpt, model, dtype, device, cap=budget)
+            log.info("%s", plan.describe())
+            budget = plan.kv_budget
         pool = allocate_kv_pool(ckpt.config, dtype, device, c.block_size, budget, quantized_kv)
         runner = ModelRunner(model, pool, dtype=dtype, device=device, max_model_len=c.max_model_len,
                              decode_layout=kernels.decode_layout)
@@ -115,13 +138,18 @@ def build_engine(config: EngineConfig) -> Engine:
             runner.enable_decode_graphs(min(c.max_num_seqs, c.max_num_batched_tokens), capture=True)
     scheduler = Scheduler(bm, c.max_num_seqs, c.max_num_batched_tokens)
     core = EngineCore(scheduler, bm, runner, ckpt.tokenizer, ckpt.eos_token_ids, c.max_model_len)
+    core.structured = structured
     if c.speculative_config is not None:
         core.speculator = build_speculator(c.speculative_config, TargetInfo(
             model_config=ckpt.config, tokenizer=ckpt.tokenizer, device=device, dtype=dtype, kernels=kernels,
             block_size=c.block_size, kv_tokens=runner.pool.num_blocks * c.block_size, max_model_len=c.max_model_len,
             max_num_batched_tokens=c.max_num_batched_tokens, num_parameters=num_weights(model)))
-    if tuned:  # loading's transients (a GGUF's dequantised copies, float weights replaced by int8, a merged
-        # adapter's deltas) were freed into a heap the tuned allocator no longer trims: hand them back once
+    # Tuned only now: under the tuned allocator every transient of loading (a GGUF's dequantised copies, float
+    # weights replaced by int8, a merged adapter's deltas, fused projections) would stay in the heap until the trim
+    # below, and raise the process's peak by that much.
+    tuned = device.type == "cpu" and keep_freed_memory()
+    if tuned:  # what loading freed into the heap (glibc keeps small chunks, and a second engine in this process
+        # loads under the tuned allocator): hand it back once
         return_freed_memory()
     return Engine(config=c, checkpoint=ckpt, device=device, dtype=dtype, kernels=kernels, model=model, runner=runner,
                   block_manager=bm, scheduler=scheduler, core=core,

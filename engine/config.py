@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.speculative.config import SpeculativeConfig
 
@@ -28,6 +28,10 @@ class EngineSettings(BaseModel):
     kv_cache_memory: int | None = Field(
         None, ge=1, description="bytes for the KV pool (per rank under context parallelism); default: room for "
                                 "max_num_seqs full-length sequences within the device's caps")
+    memory_limit: int | None = Field(
+        None, ge=1, description="bytes this CPU process may hold resident: the KV pool gets what the loaded model, "
+                                "the caller's data and one full step (measured at load) leave; instead of "
+                                "kv_cache_memory")
     block_size: int = Field(16, ge=1, le=1024, description="tokens per KV block")
     max_model_len: int | None = Field(None, ge=2, description="longest prompt + output (default: the model's)")
     seed: int = Field(0, description="seed of sampled (non-greedy) requests that bring none")
@@ -46,6 +50,15 @@ class EngineSettings(BaseModel):
     speculative_config: SpeculativeConfig | None = Field(
         None, description="speculative decoding (ngram prompt lookup or a draft model); greedy outputs are "
                           "identical with and without it")
+
+    @model_validator(mode="after")
+    def _one_kv_sizing(self) -> EngineSettings:
+        if self.memory_limit is not None and self.kv_cache_memory is not None:
+            raise ValueError("give memory_limit or kv_cache_memory, not both (the limit sizes the KV pool)")
+        if self.memory_limit is not None and self.context_parallel_size > 1:
+            raise ValueError("memory_limit sizes one process's KV pool; with context_parallel_size > 1 give "
+                             "kv_cache_memory (per rank) instead")
+        return self
 
     @field_validator("device")
     @classmethod

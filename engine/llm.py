@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from engine.build import build_engine
+from engine.build import build_engine, structured_backend
 from engine.config import EngineConfig
 from engine.distributed.block_manager import ShardedBlockManager
 from engine.outputs import RequestMetrics, RequestOutput
@@ -46,7 +46,7 @@ class LLM:
         self.speculative_config = engine.config.speculative_config
         self.adapter_sha256 = engine.adapter_sha256
         self.cpu_allocator_tuned = engine.cpu_allocator_tuned
-        self._structured = None
+        self._structured = engine.core.structured  # None until the first JSON-schema request, but see build
         # Stops a context-parallel engine's ranks when the LLM is closed, garbage-collected or the interpreter exits
         self._finalizer = weakref.finalize(self, engine.close)
 
@@ -138,11 +138,9 @@ class LLM:
 
     def _structured_backend(self):
         if self._structured is None:
-            from engine.structured import StructuredOutputBackend  # noqa: PLC0415 - optional dependency
-
-            self._structured = StructuredOutputBackend(
-                self.tokenizer.to_json(), self.model_config.vocab_size, self.eos_token_ids
-            )
+            self._structured = structured_backend(self._engine.checkpoint)
+            if self._structured is None:
+                raise ImportError("JSON-schema requests need llguidance (pip install llguidance)")
             self._core.structured = self._structured
         return self._structured
 

@@ -17,7 +17,7 @@ DEMO_MODEL_NAME = "finextract-3m"
 
 
 _RUN_ENGINE_FLAGS = ("device", "dtype", "quantization", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens",
-                     "max_model_len", "kv_cache_memory", "context_parallel_size")
+                     "max_model_len", "kv_cache_memory", "memory_limit", "context_parallel_size")
 
 
 def add_engine_group(parser: Any) -> None:
