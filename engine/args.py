@@ -29,7 +29,8 @@ def byte_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (examples: 512M, 4G, 65536)") from None
 
 
-_TYPES = {"kv_cache_memory": (byte_size, "SIZE"), "memory_limit": (byte_size, "SIZE")}  # a byte count written as 512M or 4G
+# byte counts written as 512M or 4G
+_TYPES = {"kv_cache_memory": (byte_size, "SIZE"), "memory_limit": (byte_size, "SIZE")}
 
 
 def engine_flag(name: str) -> str:

@@ -30,7 +30,7 @@ class EngineSettings(BaseModel):
                                 "max_num_seqs full-length sequences within the device's caps")
     memory_limit: int | None = Field(
         None, ge=1, description="bytes this CPU process may hold resident: the KV pool gets what the loaded model, "
-                                "the caller's data and one full step (measured at load) leave; instead of "
+                                "the caller's data and two full steps (measured at load) leave; instead of "
                                 "kv_cache_memory")
     block_size: int = Field(16, ge=1, le=1024, description="tokens per KV block")
     max_model_len: int | None = Field(None, ge=2, description="longest prompt + output (default: the model's)")

@@ -85,6 +85,7 @@ class LLM:
             "block_size": c.block_size,
             "kv_cache_blocks": self.block_manager.num_blocks,
             "kv_cache_bytes": self.kv_cache_bytes,
+            "memory_limit": c.memory_limit,
             "max_model_len": self.max_model_len,
             "enable_prefix_caching": c.enable_prefix_caching,
             "quantization": c.quantization,

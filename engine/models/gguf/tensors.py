@@ -15,7 +15,7 @@ import torch
 
 from engine.errors import ModelLoadError
 from engine.models.config import ModelConfig
-from engine.models.gguf.reader import GGUFFile
+from engine.models.gguf.reader import GGUFFile, GGUFTensor
 
 # The types tests cover (tests/test_gguf.py); others the `gguf` package knows are refused rather than trusted.
 SUPPORTED_QUANT_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
@@ -59,15 +59,15 @@ def unpermute_rotary_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     return w.reshape(n_heads, half, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
-def _dequantize(t: object) -> np.ndarray:
+def _dequantize(t: GGUFTensor) -> np.ndarray:
     from gguf import GGMLQuantizationType, quants  # noqa: PLC0415
 
-    kind = t.tensor_type  # type: ignore[attr-defined]
-    shape = tuple(int(d) for d in reversed(t.shape))  # type: ignore[attr-defined]  # GGUF lists ne0 (columns) first
+    kind = t.tensor_type
+    shape = tuple(reversed(t.shape))  # GGUF lists ne0 (columns) first
     if kind in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-        arr = np.array(t.data)  # type: ignore[attr-defined]  # a copy: the file is mapped read-only
+        arr = np.array(t.data)  # a copy: the file is mapped read-only
     else:
-        arr = quants.dequantize(t.data, kind)  # type: ignore[attr-defined]
+        arr = quants.dequantize(t.data, kind)
     return arr.reshape(shape)
 
 
