@@ -15,7 +15,8 @@ from engine.cpu_runtime import configure_cpu_threads, return_freed_memory
 # The public names load on first use (PEP 562), so `import engine` costs no torch import in processes that never
 # run a model, e.g. ingest workers.
 _API = {
-    "EngineError": "engine.errors", "ModelLoadError": "engine.errors", "LLM": "engine.llm",
+    "EngineError": "engine.errors", "ModelLoadError": "engine.errors", "MemoryLimitError": "engine.errors",
+    "LLM": "engine.llm",
     "export_hf_checkpoint": "engine.models.export", "load_tokenizer": "engine.models.export",
     "RequestMetrics": "engine.outputs", "RequestOutput": "engine.outputs", "CompletionOutput": "engine.outputs",
     "Logprob": "engine.outputs",
@@ -24,7 +25,8 @@ _API = {
     "EngineSettings": "engine.config", "add_engine_args": "engine.args", "engine_overrides": "engine.args",
 }
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "RequestMetrics", "EngineError", "ModelLoadError", "quantize_checkpoint",
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "RequestMetrics", "EngineError", "ModelLoadError",
+           "MemoryLimitError", "quantize_checkpoint",
            "load_tokenizer", "export_hf_checkpoint", "SpeculativeConfig", "EngineConfig", "EngineSettings",
            "configure_cpu_threads", "return_freed_memory", "add_engine_args", "engine_overrides"]
 

@@ -21,6 +21,7 @@ from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.core import EngineCore
 from engine.cpu_runtime import return_freed_memory
+from engine.errors import MemoryLimitError
 from engine.kv_pool import allocate_kv_pool, kv_bytes_per_token
 from engine.model_runner import ModelRunner
 from engine.models.checkpoint import Checkpoint
@@ -124,15 +125,15 @@ def measure_step_working_set(c: EngineConfig, ckpt: Checkpoint, model: LlamaMode
 
 def plan_kv_within_limit(c: EngineConfig, ckpt: Checkpoint, model: LlamaModel, dtype: torch.dtype,
                          device: torch.device, cap: int) -> MemoryPlan:
-    """The KV budget under `c.memory_limit` (never more than `cap`, the default budget); ValueError when the
-    process and one step alone already reach the limit."""
+    """The KV budget under `c.memory_limit` (never more than `cap`, the default budget); MemoryLimitError when the
+    process and its steps alone already reach the limit."""
     assert c.memory_limit is not None
     resident, step = measure_step_working_set(c, ckpt, model, dtype, device)
     return_freed_memory(collect=False)  # the provisional pool and the profile's buffers, before the real pool
     room = c.memory_limit - resident - STEP_RESERVE * step - HEADROOM
     block_bytes = c.block_size * kv_bytes_per_token(ckpt.config, dtype, c.kv_cache_dtype == "int8")
     if room < block_bytes:
-        raise ValueError(
+        raise MemoryLimitError(
             f"memory_limit={c.memory_limit / MiB:.0f} MiB leaves no room for the KV cache: this process holds "
             f"{resident / MiB:.0f} MiB after loading the model and its steps need {STEP_RESERVE} x "
             f"{step / MiB:.0f} MiB more; raise memory_limit or lower max_num_batched_tokens")

@@ -25,7 +25,7 @@ def _cmd_run(args: argparse.Namespace, stages: Any = None) -> int:
     from rich.markup import escape
 
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
-    from engine.errors import ModelLoadError
+    from engine.errors import MemoryLimitError, ModelLoadError
 
     # lazy: the command's modules load when it runs: `pipeline --help` stays fast
     from pipeline.config import (
@@ -75,6 +75,9 @@ def _cmd_run(args: argparse.Namespace, stages: Any = None) -> int:
         return 4
     except ModelLoadError as exc:  # not a checkpoint, a truncated GGUF, an unsupported architecture
         console.print(f"[red]model not usable:[/red] {escape(str(exc))}", soft_wrap=True)
+        return 2
+    except MemoryLimitError as exc:  # --memory-limit below the loaded model and its steps
+        console.print(f"[red]memory limit too low:[/red] {escape(str(exc))}", soft_wrap=True)
         return 2
     except RuntimeError as exc:
         console.print(f"[red]run failed:[/red] {escape(str(exc))}", soft_wrap=True)

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 import engine.build as build_module
-from engine import LLM, SamplingParams
+from engine import LLM, MemoryLimitError, SamplingParams
 from engine.memory_budget import resident_bytes
 from tests.helpers.checkpoints import make_checkpoint
 
@@ -58,8 +58,20 @@ def test_the_kv_pool_fits_under_the_limit_and_the_run_stays_under_it(wide_kv_mod
 
 
 def test_a_limit_the_model_alone_exceeds_says_so(wide_kv_model):
-    with pytest.raises(ValueError, match="memory_limit=.*leaves no room for the KV cache"):
+    with pytest.raises(MemoryLimitError, match="memory_limit=.*leaves no room for the KV cache"):
         LLM(wide_kv_model, dtype="float32", memory_limit=resident_bytes() // 2)
+
+
+def test_pipeline_run_says_in_one_line_that_the_limit_is_too_low(wide_kv_model, tmp_path, capsys):
+    from pipeline.cli import main
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "log.csv").write_text("date,account,amount,currency,counterparty,description\n"
+                                             "2025-01-02,ACC1,-12.50,EUR,Coffee Corner,coffee\n")
+    rc = main(["run", "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--no-progress",
+               "--model", str(wide_kv_model), "--dtype", "float32", "--memory-limit", "64M"])
+    out = capsys.readouterr().out
+    assert rc == 2 and "memory limit too low:" in out and "Traceback" not in out
 
 
 def test_memory_limit_and_kv_cache_memory_are_one_choice(wide_kv_model):
