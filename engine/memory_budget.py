@@ -1,6 +1,6 @@
 """A CPU engine's KV pool sized to a limit on the whole process's resident memory (what vLLM's
-`gpu_memory_utilization` is for a GPU): the pool gets what the loaded model, whatever the caller already holds and
-one full engine step leave.
+`gpu_memory_utilization` is for a GPU): the pool gets what the loaded model, whatever the caller already holds,
+the largest engine step (twice: see STEP_RESERVE) and a headroom leave.
 
 The step's working set is measured, not estimated from the model's shapes: attention scratch, the allocator's
 rounding and the kernels' own buffers differ by backend. On a small provisional pool the engine runs the two
