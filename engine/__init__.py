@@ -25,8 +25,8 @@ _API = {
     "EngineSettings": "engine.config", "add_engine_args": "engine.args", "engine_overrides": "engine.args",
 }
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "RequestMetrics", "EngineError", "ModelLoadError",
-           "MemoryLimitError", "quantize_checkpoint",
+__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "RequestMetrics", "EngineError",
+           "ModelLoadError", "MemoryLimitError", "quantize_checkpoint",
            "load_tokenizer", "export_hf_checkpoint", "SpeculativeConfig", "EngineConfig", "EngineSettings",
            "configure_cpu_threads", "return_freed_memory", "add_engine_args", "engine_overrides"]
 

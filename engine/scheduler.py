@@ -72,7 +72,8 @@ class Scheduler:
                 victim = self.running[-1]
                 if victim is seq:
                     if i == 0:
-                        self._fail(seq, "sequence outgrew the whole KV cache; raise kv_cache_memory or lower max_tokens")
+                        self._fail(seq, "sequence outgrew the whole KV cache; raise kv_cache_memory (or "
+                                        "memory_limit) or lower max_tokens")
                     else:
                         self._preempt(seq)
                     preempted = True
@@ -97,7 +98,7 @@ class Scheduler:
             if self.bm.blocks_needed(seq.num_tokens + 1) > self.bm.num_blocks:
                 self.waiting.popleft()
                 self._fail(seq, f"request needs {seq.num_tokens + 1} tokens of KV but the whole cache holds "
-                                f"{self.bm.num_blocks * self.bm.block_size}; raise kv_cache_memory")
+                                f"{self.bm.num_blocks * self.bm.block_size}; raise kv_cache_memory (or memory_limit)")
                 continue
             cached = self.bm.lookup(seq)
             if cached is None:  # another request is prefilling this prefix: parked until it is published
