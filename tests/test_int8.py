@@ -143,6 +143,31 @@ def test_native_w8a8_linear_is_bit_identical_to_reference(dtype: torch.dtype, ro
     assert torch.equal(xq, rq) and torch.equal(xs, rs)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_quantization_rounds_halves_to_even_in_vector_lanes_and_tails(dtype: torch.dtype) -> None:
+    """Values exactly half-way between two steps (scale 1: the row's largest |x| is 127) in every position of the
+    vector loops and the scalar tail: the native pass rounds them to even like the reference, never away from 0."""
+    from kernels.cpu import native_ops
+    from kernels.cpu.int8_linear import make_w8a8_linear
+
+    ops = native_ops()
+    if ops is None:
+        pytest.skip("native CPU kernels did not build here")
+    halves = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 100.5, -126.5, 3.5, -3.5, 41.5])
+    x = torch.stack([halves.roll(i).repeat(4)[:43] for i in range(6)])  # K = 43: 5 lanes of 8 and a tail of 3
+    x[:, 0] = 127.0
+    x[3, 0] = -127.0
+    x = x.to(dtype)
+    xq, xs = ops.quantize_rows(x)
+    rq, rs = quantize_activation(x)
+    assert torch.equal(xs, rs) and torch.all(xs == 1.0)
+    assert torch.equal(xq, rq)
+    # row 0 after its 127: 1.5 2.5 -0.5 -1.5 -2.5 100.5 -126.5 3.5 -3.5 41.5
+    assert xq[0, 1:11].tolist() == [2, 2, 0, -2, -2, 100, -126, 4, -4, 42]
+    q, s = quantize_weight(torch.randn(9, 43, generator=torch.Generator().manual_seed(3)) * 0.05)
+    assert torch.equal(make_w8a8_linear(ops)(x, q, s), w8a8_linear(x, q, s))
+
+
 def test_native_w8a8_linear_extreme_values_do_not_saturate() -> None:
     """Every product +-127 * 127 with one sign, the largest sums a K=1536 layer makes: the AVX2 kernel's byte pairs
     (|x| * w * sign(x) in int16) stay below 32767 and its int32 sums are exact, like the VNNI kernel's."""

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #if !(defined(FINLLM_SIMD_AVX512) && defined(__AVX512VNNI__)) && defined(__AVX2__)
@@ -163,31 +164,37 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor packed, int64_t n, torc
   const int64_t m = x.size(0), k = x.size(1);
   const Geometry g(n, k);
   auto out = torch::empty({m, n}, x.options());
-  // Activations as row tiles (see kTileQuadBytes). Rows past M and channels past K stay 0: their rows are never
-  // stored and their weights are 0.
+  // Activations as row tiles (see kTileQuadBytes). Channels past K are 0 (their weights are 0 too); the rows
+  // past M in the last tile are zeroed, though their outputs are never stored.
   const int64_t tiles = (m + kMR - 1) / kMR;
-  std::vector<int8_t> a(static_cast<size_t>(tiles * g.kq * kTileQuadBytes), 0);
+  const int64_t tile_bytes = g.kq * kTileQuadBytes;
+  // Uninitialised: every byte of rows < M is written below (a zero-filled vector cost a pass over the buffer).
+  std::unique_ptr<int8_t[]> a(new int8_t[static_cast<size_t>(std::max<int64_t>(tiles * tile_bytes, 1))]);
+  if (m % kMR != 0) std::memset(a.get() + (tiles - 1) * tile_bytes, 0, static_cast<size_t>(tile_bytes));
   std::vector<float> x_scale(static_cast<size_t>(m));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "int8_linear", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     at::parallel_for(0, m, 16, [&](int64_t begin, int64_t end) {
       std::vector<float> tmp(k);
-      std::vector<int8_t> row(g.kq * 4, 0);
+      // the row and its |row| padded to whole 32-byte vectors; bytes past K stay 0
+      const int64_t padded = (g.kq * 4 + 31) / 32 * 32;
+      std::vector<int8_t> row(padded, 0), row_abs(padded, 0);
       for (int64_t i = begin; i < end; ++i) {
         x_scale[i] = finllm_int8::quantize_row(xp + i * k, k, tmp.data(), row.data());
-        int8_t* tile = a.data() + (i / kMR) * g.kq * kTileQuadBytes + (i % kMR) * 4;
-        for (int64_t q = 0; q < g.kq; ++q) {
-          for (int r = 0; r < 4; ++r) {
-            const int8_t v = 4 * q + r < k ? row[4 * q + r] : 0;
-            tile[q * kTileQuadBytes + r] = static_cast<int8_t>(v < 0 ? -v : v);  // |x| <= 127
-            tile[q * kTileQuadBytes + 4 * kMR + r] = v;
-          }
+        for (int64_t c = 0; c < padded; c += 32) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row.data() + c));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row_abs.data() + c), _mm256_abs_epi8(v));  // |x| <= 127
+        }
+        int8_t* tile = a.get() + (i / kMR) * tile_bytes + (i % kMR) * 4;
+        for (int64_t q = 0; q < g.kq; ++q) {  // one quad of |x| and one of x per 32-byte group
+          std::memcpy(tile + q * kTileQuadBytes, row_abs.data() + 4 * q, 4);
+          std::memcpy(tile + q * kTileQuadBytes + 4 * kMR, row.data() + 4 * q, 4);
         }
       }
     });
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, c10::BFloat16> ||
                   std::is_same_v<scalar_t, c10::Half>) {
-      gemm<scalar_t>(a.data(), m, packed.data_ptr<int8_t>(), g, w_scale.data_ptr<float>(),
+      gemm<scalar_t>(a.get(), m, packed.data_ptr<int8_t>(), g, w_scale.data_ptr<float>(),
                      bias.has_value() ? bias_f.data_ptr<float>() : nullptr, x_scale.data(), out.data_ptr<scalar_t>());
     } else {
       TORCH_CHECK(false, "int8_linear: float32, bfloat16 or float16 activations");
