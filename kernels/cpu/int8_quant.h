@@ -5,10 +5,6 @@
 
 #include "simd.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,15 +18,9 @@ constexpr float kMinAmax = 1e-10f;  // matches _MIN_AMAX in the reference
 template <typename T>
 constexpr bool kVec = std::is_same_v<T, float> || std::is_same_v<T, c10::BFloat16> || std::is_same_v<T, c10::Half>;
 
-#if !defined(FINLLM_SIMD_AVX512) && defined(__AVX2__) && defined(__F16C__)
+#ifdef FINLLM_SIMD_AVX2
 #define FINLLM_INT8_QUANT_AVX2 1
-// 8 values as float32 (AVX2 CPUs: the same widening as simd.h's 16-lane loads, so the same values).
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const c10::BFloat16* p) {
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
-}
-inline __m256 load8(const c10::Half* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+using finllm_simd::load8;
 #endif
 
 // src: cols values; tmp: cols floats of scratch; dst: cols int8. Returns the row's scale.

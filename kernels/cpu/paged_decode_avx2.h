@@ -12,6 +12,8 @@
 // of 3 and head_dim in chunks of 4 vectors, so 12 accumulators stay in registers; each tile walks the keys once.
 #pragma once
 
+#include "simd.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,19 +23,10 @@
 
 namespace finllm_decode_avx2 {
 
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+using finllm_simd::load8;  // float, bfloat16 and half rows
 
 inline __m256 load8(const int8_t* p) {  // int8 cache rows (their scale is applied to the dot product)
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
-
-inline __m256 load8(const c10::BFloat16* p) {
-  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-
-inline __m256 load8(const c10::Half* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 template <typename T>

@@ -1,4 +1,5 @@
-// 16-lane float32 loads and stores of the activation dtypes, shared by the AVX-512 paths of the CPU kernels.
+// Float32 loads (and on AVX-512 stores) of the activation dtypes, shared by the CPU kernels' vector paths: 16 lanes
+// on AVX-512, 8 lanes on AVX2-only CPUs (the same widening, so the same values).
 //
 // Stores round like c10's scalar conversions (round half to even; NaN -> quiet NaN), so a kernel that does the
 // reference's float operations in the reference's order produces the same bits.
@@ -75,5 +76,22 @@ inline float reduce_add_like_torch(__m512 v) {
 // torch's own vectorised exp (exported by libtorch_cpu, which the extension links): the same function its
 // softmax and SiLU kernels call, so results match theirs bit for bit.
 extern "C" __m512 Sleef_expf16_u10(__m512);
+
+#endif
+
+#if !defined(FINLLM_SIMD_AVX512) && defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+#define FINLLM_SIMD_AVX2 1
+
+namespace finllm_simd {
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const c10::BFloat16* p) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
+}
+inline __m256 load8(const c10::Half* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+}  // namespace finllm_simd
 
 #endif
