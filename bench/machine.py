@@ -98,9 +98,9 @@ def measure_gemm_peak(device: str, dtype: torch.dtype = torch.bfloat16, size: in
     """Best-of-N dense square matmul rate (int8 counts multiply-adds as 2 ops, like FLOPs): the MFU denominator
     and the floor model's compute rate, measured here and now rather than from a spec sheet.
 
-    Where one product takes over a second (bf16 or int8 on a CPU without their instructions runs far below
-    float32), the size halves, down to 256, so the measurement stays a few seconds and still reports this
-    machine's rate."""
+    `size` is the first size tried (default 8192 on GPU, 2048 on CPU). Where one product takes over a second
+    (bf16 or int8 on a CPU without their instructions runs far below float32), the size halves, down to 256, so
+    the measurement stays a few seconds and still reports this machine's rate."""
     n = size or (8192 if device.startswith("cuda") else 2048)
     mm = _product(dtype)
     while True:
@@ -108,7 +108,7 @@ def measure_gemm_peak(device: str, dtype: torch.dtype = torch.bfloat16, size: in
         t0 = time.perf_counter()
         mm(a, b)  # warms caches, thread pools and (on GPU) cuBLAS heuristics
         _sync(device)
-        if size is not None or n <= 256 or time.perf_counter() - t0 < 1.0:
+        if n <= 256 or time.perf_counter() - t0 < 1.0:
             break
         n //= 2
     best = _best_time(lambda: mm(a, b), device, reps)

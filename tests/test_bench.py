@@ -118,6 +118,28 @@ def test_the_default_dtype_is_the_engines_auto_rule(monkeypatch: pytest.MonkeyPa
     assert config_from_args(parser.parse_args(["--device", "cpu", "--dtype", "float16"])).preset == "custom"
 
 
+def test_int8_peak_shrinks_a_slow_torch_int_mm_instead_of_timing_it_at_full_size(monkeypatch) -> None:
+    """torch._int_mm runs at ~2 GOPS on AVX2-only CPUs (no VNNI path): nine 2048^3 products took ~100 s of every
+    `pipeline bench`. Like a slow bf16 GEMM, it is measured at the size where one product takes under a second."""
+    import torch
+
+    from bench import machine
+
+    clock, sizes = [0.0], []
+
+    def int_mm_at_2_gops(a: torch.Tensor, b: torch.Tensor) -> None:  # advances a fake clock instead of waiting
+        sizes.append(a.shape[0])
+        clock[0] += 2.0 * a.shape[0] ** 3 / 2e9
+
+    monkeypatch.setattr(machine.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(machine, "_product", lambda dtype: int_mm_at_2_gops)
+    monkeypatch.setattr(machine, "_square_operands", lambda n, device, dtype: (torch.empty(n, 0), torch.empty(0, n)))
+    monkeypatch.setattr("kernels.dispatch.get_kernels", lambda device: type("K", (), {"int8_linear": None})())
+    peak = machine.measure_int8_peak("cpu")
+    assert sizes.count(2048) == 1  # the one product that shows it is slow
+    assert peak["m"] < 2048 and peak["flops_per_s"] == pytest.approx(2e9)
+
+
 def test_quick_smoke_writes_json_and_charts(tmp_path: Path) -> None:
     from bench.cli import main
 
