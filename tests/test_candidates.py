@@ -330,6 +330,34 @@ def test_the_invoice_number_is_the_labelled_one_not_order_customer_or_vat_number
     assert fields("Thank you 12345 for shopping")["reference"].values == ()  # no label: null, not a guess
 
 
+@pytest.mark.parametrize("line", [
+    "ROC No.: (1072825-A)", "BR No.:0195932-X", "(Co. No. 113825-W)", "CO.NO. 373665-A", "Company Reg #1101083-T",
+    "(CO Reg :860671-D)", "Company Registration No. 08123456", "Registered in England No. 04123456",
+    "GST REF NO : 001694261248", "(NO. ID GST: 002147033088 )", "Amtsgericht Hamburg HRB 123456",
+    "St.-Nr. 22/815/08154", "RCS Paris B 423 093 459", "P.IVA 01234567890", "ABN 51 824 753 556",
+])
+def test_a_company_or_tax_registration_number_is_not_the_documents_number(line: str) -> None:
+    """Registration numbers print "No." or "#" too; they identify the company, never the document."""
+    assert fields(f"ACME TRADING SDN BHD\n{line}\nReceipt\nTotal 12.00")["reference"].values == ()
+    assert fields(f"ACME TRADING SDN BHD\n{line}\nReceipt No: CS00087400\nTotal 12.00")["reference"].values == (
+        "CS00087400",)
+
+
+@pytest.mark.parametrize("address", ["No. 343, Jalan Kurau, Sungai Rengit,", "NO.12, JALAN PERMAS JAYA 10,",
+                                     "LOT NO.:G1.116A,GROUND FLOOR,", "No. 9 Hill Street", "Nr. 5, Rue de la Paix"])
+def test_the_number_of_a_street_address_is_not_the_documents_number(address: str) -> None:
+    assert fields(f"ACME TRADING SDN BHD\n{address}\nTotal 12.00")["reference"].values == ()
+
+
+def test_a_title_line_heads_no_column_of_numbers_and_a_credit_note_number_is_the_reference() -> None:
+    # "TAX INVOICE" is the title, not a row of labels over a row of values: the item code below is no number of it
+    text = "MR. D.I.Y. (M) SDN BHD\nTAX INVOICE\nSOURING PAD 1018-4 4S *S\nTotal 11.20"
+    assert fields(text)["reference"].values == ()
+    text = "LIGHTROOM GALLERY SDN BHD\nCREDIT NOTE\nStation: CASHIER C/N No: LCN00211\nTOTAL : RM 39.80"
+    assert fields(text)["reference"].values == ("LCN00211",)
+    assert fields("ACME SDN BHD\nTax Invoice\nBilNo BM-161113\nTotal 12.00")["reference"].values == ("BM-161113",)
+
+
 # ------------------------------------------------------------------ issuer
 
 def test_issuer_candidates_are_names_never_labels_page_counters_addresses_or_the_customer() -> None:

@@ -9,6 +9,13 @@ from pipeline.grounding.labels import STRONG, WEAK
 
 LABELLED_TIERS = (STRONG, WEAK)
 
+# Words of a street address in the languages read, and a street name run into its house number ("Uferweg 40"): a
+# regular-expression fragment (no flags) for case-insensitive patterns. Neither a name nor a document number is on
+# such a line.
+STREET = (r"\b(?:street|st\.|road|rd\.?|avenue|ave\.?|lane|jalan|jln|taman|straße|strasse|str\.|weg|laan|rue|via|"
+          r"calle|boulevard|blvd|suite|floor|building|po\s+box|postfach)\b|"
+          r"[^\W\d_]{3,}(?:stra\u00dfe|strasse|weg|gasse|allee|platz|laan|straat)\s*\d")
+
 
 @dataclass(frozen=True)
 class Choice:

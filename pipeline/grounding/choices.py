@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 
-from pipeline.grounding._common import LABELLED_TIERS, Choice, unique
+from pipeline.grounding._common import LABELLED_TIERS, STREET, Choice, unique
 from pipeline.grounding.amounts import amount_spans, currency_spans
 from pipeline.grounding.dates import date_spans, document_date_order
 from pipeline.grounding.doc_types import doc_type_choice, titled_line
@@ -249,8 +249,14 @@ def _reference_spans(line: str) -> list[tuple[int, int, str]]:
     return out
 
 
+_STREET = re.compile(STREET, re.I)
+
+
 def reference_choice(text: str, doc_type: str | None = None) -> Choice:
-    found = locate(text, "reference", _reference_spans, doc_type)
+    lines = text.splitlines()
+    # a bare "No." or "#" on an address line numbers the house ("No. 12, Jalan Permas", "No. 9 Hill Street")
+    found = [f for f in locate(text, "reference", _reference_spans, doc_type)
+             if not (f.tier == WEAK and _STREET.search(lines[f.line]))]
     values, tier = _tiered(found, fallback_unlabelled=False)
     if tier not in LABELLED_TIERS:
         return Choice((), "none", nullable=True)

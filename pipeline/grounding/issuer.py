@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.grounding._common import Choice, unique
+from pipeline.grounding._common import STREET, Choice, unique
 from pipeline.grounding.domains import names_spelling_domains
 from pipeline.grounding.labels import any_label_spans
 from pipeline.grounding.locale import is_place_name
@@ -88,9 +88,7 @@ _NOT_NAME = re.compile(
     r"invoice\s+no|payment|summary|details|guest|name|page|seite|bank|iban|account|kunden?|customer)\b|"
     r"^\W*(?:contact(?:\s+us)?|nous\s+contacter|contactez[\s-]nous|kontakt|contacteer\s+ons|cont[a\u00e1]ctenos|"
     r"contattaci)\W*$|"  # a contact heading
-    r"\b(?:street|st\.|road|rd\.?|avenue|ave\.?|lane|jalan|jln|taman|straße|strasse|str\.|weg|laan|rue|via|calle|"
-    r"boulevard|blvd|suite|floor|building|po\s+box|postfach)\b|"
-    r"[^\W\d_]{3,}(?:stra\u00dfe|strasse|weg|gasse|allee|platz|laan|straat)\s*\d)")  # "Uferweg 40": a street
+    + STREET + ")")
 # The holder of the account the payment details ask to pay into is the payee: "Titulaire du compte : NETCO",
 # "Account holder: Acme". Not where the account is the one a direct debit draws on (the customer's).
 _PAYEE_LABEL = re.compile(r"(?i)\b(?:account\s+(?:holder|name)|a/c\s+name|name\s+of\s+account|kontoinhaber(?:in)?|"

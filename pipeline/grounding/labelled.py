@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pipeline.grounding.labels import (
     NEGATIVE,
+    STRONG,
     WEAK,
     LabelHit,
     any_label_spans,
@@ -122,7 +123,10 @@ def locate(text: str, field: str, scan: Spans, doc_type: str | None = None) -> l
                     tag(i + 1, start, tier, same_line=False)
             continue
         for hit in hits:
-            after = [v for v in values if v[0] >= hit.end and _between_is_filler(line, hit.end, v[0], values)]
+            # a strong label nearer the value is its own ("CASHIER C/N No: LCN00211": the credit note's number); a
+            # weak "No." after a label is that label's ("Tel No.", "GST Reg. No")
+            after = [v for v in values if v[0] >= hit.end and _between_is_filler(line, hit.end, v[0], values)
+                     and not any(hit.end <= h.start < v[0] and h.tier == STRONG for h in hits)]
             if after:
                 # and a reading inside a space-grouped one: "150 750.00" is 150750.00, or a quantity and 750.00
                 first_start, first_end, _ = after[0]

@@ -105,20 +105,30 @@ _REFERENCE = {
         r"num[e\u00e9]ro\s*de\s*facture", r"avoir\s*n\s*[o\u00b0\u00ba]", r"factuur\s*-?\s*(?:nummer|nr\.?)",
         r"creditnota\s*(?:nummer|nr\.?)", r"n[u\u00fa]mero\s*de\s*factura", r"factura\s*n\s*[o\u00b0\u00ba.]",
         r"n\s*[o\u00b0\u00ba]\.?\s*(?:de\s*)?factura", r"fattura\s*n\s*[o\u00b0\u00ba.]?", r"numero\s*fattura",
-        r"no\.?\s+invois", r"invois\s+no\.?", r"booking\s+id",
+        r"no\.?\s+invois", r"invois\s+no\.?", r"booking\s+id", r"c/n\s*(?:no\.?|number|#)",
+        r"bil\s*no\.?", r"no\.?\s*bil",  # Malay: "Bil No" (bill number)
     ],
     WEAK: [
-        r"invoice", r"facture", r"rechnung", r"factuur", r"factura", r"fattura", r"receipt", r"bill", r"ref\.?",
-        r"reference", r"our\s+ref\.?", r"no\.", r"n[o\u00b0\u00ba]\.?", r"nr\.", r"#",
+        r"(?:tax\s+)?invoice",  # "TAX INVOICE" is one title, not a row of two labels heading a row of values
+        r"facture", r"rechnung", r"factuur", r"factura", r"fattura", r"receipt", r"bill", r"ref\.?", r"reference",
+        r"our\s+ref\.?", r"no\.", r"n[o\u00b0\u00ba]\.?", r"nr\.", r"#",
     ],
     NEGATIVE: [
         r"order\s*(?:number|no\.?|#|id)?", r"p\.?\s*o\.?\s*(?:number|no\.?|#)?", r"purchase\s+order",
         r"customer\s*(?:number|no\.?|#|id)", r"client\s*(?:number|no\.?|#|id)", r"account\s*(?:number|no\.?|#)?",
-        r"a/?c\s*no\.?", r"(?:vat|tax|gst)\s*(?:id|no\.?|number|reg\w*)?", r"gstin(?:/uin)?", r"tin", r"ust-?id\w*",
+        r"a/?c\s*no\.?",
+        r"(?:vat|tax|gst|sst)\s*(?:id|no|number|reg\w*|ref)?\.?(?:\s*(?:no\.?|number|#))?",
+        r"no\.?\s*(?:id\s*)?(?:gst|sst)", r"gstin(?:/uin)?", r"tin", r"ust-?id\w*",
         r"siren", r"siret", r"kvk", r"iban", r"bic", r"swift", r"phone", r"tel\w*", r"fax", r"mobile", r"cell",
         r"ph\.?\s*no\.?", r"contract\s*(?:number|no\.?)?", r"kunden\s*-?\s*(?:nummer|nr\.?)", r"auftrags\w*",
         r"bestell\w*", r"n[o\u00b0\u00ba]\s*(?:de\s+)?client", r"klant\w*", r"member\w*", r"card\s*(?:no\.?)?",
-        r"table", r"cashier", r"terminal", r"id#?", r"reg\.?\s*no\.?", r"company\s*no\.?", r"pos\s*(?:no|id)?",
+        r"table", r"cashier", r"terminal", r"id#?", r"reg\.?\s*no\.?", r"pos\s*(?:no|id)?",
+        # who the issuer is in a register (company, trade or tax number): "ROC No.", "Co. Reg", "HRB", "St.-Nr."
+        r"(?:company|co\.?|business|br|roc|rob)\s*(?:reg(?:istration)?\.?\s*)?(?:no\.?|number|#)",
+        r"(?:company|co\.?)[\s-]*reg(?:istration|istered)?\.?",
+        r"registered\s+in\s+[^\W\d_]+(?:\s+(?:and|&)\s+[^\W\d_]+)?(?:\s+(?:no\.?|number))?",
+        r"hr[ab]", r"st\.?\s*-?\s*nr\.?", r"steuer\s*-?\s*(?:nummer|nr\.?)", r"rcs", r"p\.?\s*iva",
+        r"partita\s+iva", r"abn", r"acn", r"cin", r"nif", r"cif",
     ],
 }
 
