@@ -60,13 +60,18 @@ class OcrSettings:
     languages: str | None = None
     threads: int | None = None  # RapidOCR's threads (None: its runtime's default, every core); the text is the same
     runtime: str = "auto"  # RapidOCR's: OpenVINO where installed, else onnxruntime (ocr_rapid.RUNTIMES)
+    spaces: bool = True  # RapidOCR's dropped word spaces put back from Tesseract's reading, where it is installed
 
+    def spaces_languages(self) -> str | None:
+        """Tesseract's languages when RapidOCR's word spaces are to be put back and Tesseract is installed."""
+        return "eng" if self.spaces and tesseract_name() else None
 
     def label(self) -> str:
         kind, name = _installed(self.engine, self.runtime) or (self.engine, self.engine)
         if kind == "tesseract":
             return f"{name},dpi={self.dpi or 'native'},psm={self.psm},lang={self.languages or languages()}"
-        return f"{name},dpi={self.dpi or 'native'},orientation=checked,layout=columns"
+        spaces = f",spaces={tesseract_name()}" if self.spaces_languages() else ""
+        return f"{name},dpi={self.dpi or 'native'},orientation=checked,layout=columns{spaces}"
 
 
 def _native_dpi(page) -> float | None:  # type: ignore[no-untyped-def]
@@ -109,7 +114,8 @@ def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSett
             if tesseract:
                 text = tesseract_read(image, result.notes, number, settings.languages, settings.psm)
             else:
-                text = rapid_read(image, result.notes, number, settings.threads, settings.runtime)
+                text = rapid_read(image, result.notes, number, settings.threads, settings.runtime,
+                                  settings.spaces_languages())
             if text.strip():
                 result.texts[number] = text
             else:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.ingest.ocr_layout import TextBox, reading_order
+from pipeline.ingest.ocr_spaces import restore_spaces
 
 # A page read the right way up scores about 0.97 (length-weighted mean recognition score on the shared receipts);
 # the same page turned 90 or 180 degrees about 0.67. Below this, the other three turns are read and the best kept.
@@ -139,18 +140,25 @@ def _read(image: Any, threads: int | None = None, runtime: str = "auto") -> tupl
     return (total / weight if weight else 0.0), boxes
 
 
-def rapid_read(image: Any, notes: list[str], page: int, threads: int | None = None, runtime: str = "auto") -> str:
+def rapid_read(image: Any, notes: list[str], page: int, threads: int | None = None, runtime: str = "auto",
+               spaces_langs: str | None = None) -> str:
     """The page's text, read the right way up: a page that reads poorly as it is is also read turned by 90, 180 and
-    270 degrees, and the turn that reads best is kept."""
+    270 degrees, and the turn that reads best is kept. With `spaces_langs` (Tesseract's languages), the word spaces
+    the recogniser dropped are put back from Tesseract's reading of the same lines (`ocr_spaces`)."""
     score, boxes = _read(image, threads, runtime)
     if boxes and score < UPRIGHT_SCORE:  # a page with no text at all has no orientation to find
-        best = (score, 0, boxes)
+        best = (score, 0, boxes, image)
         for turn in (90, 180, 270):
             # white, not black, margins
-            turned = _read(image.rotate(-turn, expand=True, fillcolor=255), threads, runtime)
+            turned_image = image.rotate(-turn, expand=True, fillcolor=255)
+            turned = _read(turned_image, threads, runtime)
             if turned[0] > best[0]:
-                best = (turned[0], turn, turned[1])
+                best = (turned[0], turn, turned[1], turned_image)
         if best[1]:
             notes.append(f"page {page} turned {best[1]} degrees before OCR")
-        boxes = best[2]
+        boxes, image = best[2], best[3]
+    if spaces_langs and boxes:
+        boxes, changed = restore_spaces(image, boxes, spaces_langs)
+        if changed:
+            notes.append(f"page {page}: word spaces put back in {changed} line(s) from Tesseract's reading")
     return reading_order(boxes)
