@@ -25,6 +25,7 @@ RECEIPTS = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "receip
     ("Telephone:03-41056485", "Telephone: 03- 41056485", "Telephone:03-41056485"),  # figures are never split
     ("LIGHTROOM GALLERY SDN BHD", "Lrg, Ly, s, 8", "LIGHTROOM GALLERY SDN BHD"),  # readings disagree: unchanged
     ("TAXINVOICE", "", "TAXINVOICE"),
+    ("GROSSESTRASSEBAUMARKT", "GRO\u00dfE STRASSE BAUMARKT", "GROSSE STRASSE BAUMARKT"),  # "ß" lowers to one letter
 ])
 def test_a_space_goes_only_between_letters_where_the_other_reading_has_one(rapid: str, tesseract: str,
                                                                          expected: str) -> None:

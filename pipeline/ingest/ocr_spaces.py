@@ -55,7 +55,7 @@ def spaced(rapid: str, other: str) -> str:
     b = "".join(b_chars)
     if not a or not b:
         return rapid
-    matcher = SequenceMatcher(None, a.casefold(), b.casefold(), autojunk=False)
+    matcher = SequenceMatcher(None, _fold(a), _fold(b), autojunk=False)
     if matcher.ratio() < MIN_AGREEMENT:
         return rapid
     to_a: dict[int, int] = {}  # b index -> a index, where the two align one to one (equal or same-length replace)
@@ -74,6 +74,11 @@ def spaced(rapid: str, other: str) -> str:
         if right == left + 1 and _letters_either_side(rapid, right):
             insert_before.add(right)
     return "".join(f" {ch}" if k in insert_before else ch for k, ch in enumerate(rapid))
+
+
+def _fold(text: str) -> str:
+    """Lower case, one character for one ("ß" and "İ" kept as they are), so indices into the text still hold."""
+    return "".join(low if len(low := ch.lower()) == 1 else ch for ch in text)
 
 
 def _letters_either_side(text: str, at: int) -> bool:
