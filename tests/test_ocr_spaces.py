@@ -47,7 +47,7 @@ def test_a_glued_line_of_a_page_gets_its_spaces_back_and_other_lines_stay() -> N
     page = Image.new("L", (900, 400), 255)
     ImageDraw.Draw(page).text((20, 115), "SANYU STATIONERY SHOP", font=ImageFont.load_default(size=40), fill=0)
     boxes = [TextBox(15, 110, 700, 170, "SANYUSTATIONERYSHOP"), TextBox(15, 300, 200, 330, "Total 12.00")]
-    out, changed = restore_spaces(page, boxes, "eng")
+    out, changed = restore_spaces(page, boxes)
     assert changed == 1 and [b.text for b in out] == ["SANYU STATIONERY SHOP", "Total 12.00"]
     assert [(b.x0, b.y0, b.x1, b.y1) for b in out] == [(b.x0, b.y0, b.x1, b.y1) for b in boxes]
 

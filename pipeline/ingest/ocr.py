@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass, field
 
 from pipeline.ingest.ocr_rapid import rapid_name, rapid_read
+from pipeline.ingest.ocr_spaces import LANGUAGE as SPACES_LANGUAGE
 from pipeline.ingest.ocr_tesseract import languages, tesseract_name, tesseract_read
 
 DPI = 300  # for pages whose image resolution cannot be read (vector pages, several images)
@@ -62,15 +63,15 @@ class OcrSettings:
     runtime: str = "auto"  # RapidOCR's: OpenVINO where installed, else onnxruntime (ocr_rapid.RUNTIMES)
     spaces: bool = True  # RapidOCR's dropped word spaces put back from Tesseract's reading, where it is installed
 
-    def spaces_languages(self) -> str | None:
-        """Tesseract's languages when RapidOCR's word spaces are to be put back and Tesseract is installed."""
-        return "eng" if self.spaces and tesseract_name() else None
+    def restores_spaces(self) -> bool:
+        """Whether RapidOCR's dropped word spaces are put back: asked for, and Tesseract installed."""
+        return self.spaces and tesseract_name() is not None
 
     def label(self) -> str:
         kind, name = _installed(self.engine, self.runtime) or (self.engine, self.engine)
         if kind == "tesseract":
             return f"{name},dpi={self.dpi or 'native'},psm={self.psm},lang={self.languages or languages()}"
-        spaces = f",spaces={tesseract_name()}" if self.spaces_languages() else ""
+        spaces = f",spaces={tesseract_name()},spaces_lang={SPACES_LANGUAGE}" if self.restores_spaces() else ""
         return f"{name},dpi={self.dpi or 'native'},orientation=checked,layout=columns{spaces}"
 
 
@@ -115,7 +116,7 @@ def ocr_pdf_pages(data: bytes, pages: list[int], settings: OcrSettings = OcrSett
                 text = tesseract_read(image, result.notes, number, settings.languages, settings.psm)
             else:
                 text = rapid_read(image, result.notes, number, settings.threads, settings.runtime,
-                                  settings.spaces_languages())
+                                  settings.restores_spaces())
             if text.strip():
                 result.texts[number] = text
             else:

@@ -141,10 +141,10 @@ def _read(image: Any, threads: int | None = None, runtime: str = "auto") -> tupl
 
 
 def rapid_read(image: Any, notes: list[str], page: int, threads: int | None = None, runtime: str = "auto",
-               spaces_langs: str | None = None) -> str:
+               restore: bool = False) -> str:
     """The page's text, read the right way up: a page that reads poorly as it is is also read turned by 90, 180 and
-    270 degrees, and the turn that reads best is kept. With `spaces_langs` (Tesseract's languages), the word spaces
-    the recogniser dropped are put back from Tesseract's reading of the same lines (`ocr_spaces`)."""
+    270 degrees, and the turn that reads best is kept. With `restore`, the word spaces the recogniser dropped in the
+    letterhead are put back from Tesseract's reading of the same lines (`ocr_spaces`)."""
     score, boxes = _read(image, threads, runtime)
     if boxes and score < UPRIGHT_SCORE:  # a page with no text at all has no orientation to find
         best = (score, 0, boxes, image)
@@ -157,8 +157,8 @@ def rapid_read(image: Any, notes: list[str], page: int, threads: int | None = No
         if best[1]:
             notes.append(f"page {page} turned {best[1]} degrees before OCR")
         boxes, image = best[2], best[3]
-    if spaces_langs and boxes:
-        boxes, changed = restore_spaces(image, boxes, spaces_langs)
+    if restore and boxes:
+        boxes, changed = restore_spaces(image, boxes)
         if changed:
             notes.append(f"page {page}: word spaces put back in {changed} line(s) from Tesseract's reading")
     return reading_order(boxes)

@@ -22,6 +22,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from pipeline.ingest.ocr_layout import TextBox
+from pipeline.ingest.ocr_tesseract import tesseract_words
 
 # A line of fifteen letters or more without one space: two words or more run together (few single words are that
 # long). A line that has spaces is left as read: there the recogniser did find the gaps, and Tesseract, which may
@@ -31,6 +32,9 @@ MIN_AGREEMENT = 0.8  # the two readings' similarity (difflib ratio, spaces aside
 GAP_PX = 24  # white rows between stacked crops
 PAD = 0.15  # of a line's height, around its crop
 HEAD_BOXES = 8  # the page's topmost text boxes: the letterhead, where a glued name costs the issuer
+# Tesseract's English model only: the spaces are what is read here, and the five language packs of the Tesseract
+# engine made each call slower (docs/eval/ocr-settings.md)
+LANGUAGE = "eng"
 
 
 def glued(line: str) -> bool:
@@ -82,42 +86,34 @@ def _fold(text: str) -> str:
 
 
 def _letters_either_side(text: str, at: int) -> bool:
-    """Two letters or more on each side of `at` before any other character: a split never leaves a letter alone
-    ("GEMBILAN G") and never touches a figure or a code."""
-    left = len(text[:at]) - len(re.sub(r"[^\W\d_]+$", "", text[:at]))
-    right = len(text[at:]) - len(re.sub(r"^[^\W\d_]+", "", text[at:]))
-    return left >= 2 and right >= 2
+    """Two letters right before `at` and two right after: a split never leaves a letter alone ("GEMBILAN G") and
+    never touches a figure or a code."""
+    return bool(re.search(r"[^\W\d_]{2}$", text[:at]) and re.match(r"[^\W\d_]{2}", text[at:]))
 
 
-def _stacked_words(image: Any, crops: list[tuple[float, float, float, float]], langs: str) -> list[list[str]]:
+def _stacked_words(image: Any, crops: list[tuple[float, float, float, float]]) -> list[list[str]]:
     """Tesseract's words of each crop of `image`, read in one call with the crops stacked one under another."""
-    # lazy: only OCR'd pages need them
-    import pytesseract
+    # lazy: only OCR'd pages need it
     from PIL import Image
 
     parts = [image.crop(tuple(int(round(v)) for v in box)) for box in crops]
-    width = max(p.width for p in parts) + 2 * GAP_PX
-    height = sum(p.height for p in parts) + GAP_PX * (len(parts) + 1)
-    sheet = Image.new("L", (width, height), 255)
+    sheet = Image.new("L", (max(p.width for p in parts) + 2 * GAP_PX,
+                            sum(p.height for p in parts) + GAP_PX * (len(parts) + 1)), 255)
     bands, y = [], GAP_PX
     for part in parts:
         sheet.paste(part.convert("L"), (GAP_PX, y))
         bands.append((y, y + part.height))
         y += part.height + GAP_PX
-    data = pytesseract.image_to_data(sheet, lang=langs, config="--psm 6", output_type=pytesseract.Output.DICT)
     words: list[list[tuple[int, str]]] = [[] for _ in parts]
-    for text, left, top, h in zip(data["text"], data["left"], data["top"], data["height"]):
-        if not str(text).strip():
-            continue
-        middle = top + h / 2
-        for k, (y0, y1) in enumerate(bands):
-            if y0 <= middle < y1:
-                words[k].append((left, str(text)))
-                break
+    for word in tesseract_words(sheet, LANGUAGE, "--psm 6"):
+        middle = word.top + word.height / 2
+        band = next((k for k, (y0, y1) in enumerate(bands) if y0 <= middle < y1), None)
+        if band is not None:
+            words[band].append((word.left, word.text))
     return [[w for _, w in sorted(ws)] for ws in words]
 
 
-def restore_spaces(image: Any, boxes: list[TextBox], langs: str) -> tuple[list[TextBox], int]:
+def restore_spaces(image: Any, boxes: list[TextBox]) -> tuple[list[TextBox], int]:
     """The boxes with the spaces Tesseract finds put back into lines holding a long run of letters, and how many
     lines changed."""
     top = sorted(range(len(boxes)), key=lambda k: boxes[k].y0)[:HEAD_BOXES]
@@ -131,7 +127,7 @@ def restore_spaces(image: Any, boxes: list[TextBox], langs: str) -> tuple[list[T
         crops.append((max(0.0, b.x0 - pad), max(0.0, b.y0 - pad), min(image.width, b.x1 + pad),
                       min(image.height, b.y1 + pad)))
     out, changed = list(boxes), 0
-    for k, words in zip(todo, _stacked_words(image, crops, langs)):
+    for k, words in zip(todo, _stacked_words(image, crops)):
         b = boxes[k]
         text = spaced(b.text, " ".join(words))
         if text != b.text:

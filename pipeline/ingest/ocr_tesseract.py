@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 # Languages of the documents this pipeline reads; those installed are used together.
@@ -40,13 +41,32 @@ def languages() -> str:
     return "+".join(lang for lang in LANGUAGES if lang in installed)
 
 
-def _mean_confidence(image, langs: str, config: str) -> float:  # type: ignore[no-untyped-def]
-    """Tesseract's mean word confidence on the image (0-100; -1 where it reads no word)."""
+@dataclass(frozen=True)
+class Word:
+    """One word Tesseract read, with its confidence (0-100) and its box's left edge, top and height in pixels."""
+
+    text: str
+    conf: float
+    left: int
+    top: int
+    height: int
+
+
+def tesseract_words(image, langs: str, config: str) -> list[Word]:  # type: ignore[no-untyped-def]
+    """The words Tesseract reads in the image (one process, single-threaded like every Tesseract call here)."""
     # lazy: only OCR'd pages need it
     import pytesseract
 
+    os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # read by the tesseract processes pytesseract starts
     data = pytesseract.image_to_data(image, lang=langs, config=config, output_type=pytesseract.Output.DICT)
-    confs = [float(c) for c, w in zip(data["conf"], data["text"]) if str(w).strip() and float(c) >= 0]
+    return [Word(str(t), float(c), int(x), int(y), int(h))
+            for t, c, x, y, h in zip(data["text"], data["conf"], data["left"], data["top"], data["height"])
+            if str(t).strip()]
+
+
+def _mean_confidence(image, langs: str, config: str) -> float:  # type: ignore[no-untyped-def]
+    """Tesseract's mean word confidence on the image (0-100; -1 where it reads no word)."""
+    confs = [w.conf for w in tesseract_words(image, langs, config) if w.conf >= 0]
     return sum(confs) / len(confs) if confs else -1.0
 
 
