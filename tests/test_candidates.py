@@ -349,6 +349,24 @@ def test_the_number_of_a_street_address_is_not_the_documents_number(address: str
     assert fields(f"ACME TRADING SDN BHD\n{address}\nTotal 12.00")["reference"].values == ()
 
 
+@pytest.mark.parametrize("item", ["HOOK 1526# *S", "TISSUE HOLDER Z-66#*VS *S", "S/DRIVER 860 4# (+) *6730003*TR *S",
+                                  "S/S COLANDER RH-008# 24.5CM *S", "MAGNETIC WHITEBOARD LD001# 120*90CM *S"])
+def test_a_hash_after_an_item_code_marks_the_code_and_labels_no_number(item: str) -> None:
+    """Shops print "#" after an article's code ("HOOK 1526#"): it labels neither the code nor what follows it.
+    A "#" before a value, or after a label word with its colon ("Bill#: V001-540338"), still does."""
+    assert fields(f"ACME TRADING SDN BHD\nTAX INVOICE\n{item}\nTotal 12.00")["reference"].values == ()
+    assert fields(f"ACME TRADING SDN BHD\n{item}\nReceipt # 00118887\nTotal 12.00")["reference"].values == (
+        "00118887",)
+    assert fields("ACME TRADING SDN BHD\nBi11#:V001-540338\nTotal 12.00")["reference"].values == ("V001-540338",)
+
+
+def test_a_house_number_whose_street_follows_on_the_next_line_is_not_the_documents_number() -> None:
+    text = "FUYI MINIMARKET\nNO 43-45-47G,\nTAMAN SEJATI,\n45600 BESTARI JAYA\nTotal 12.00"
+    assert fields(text)["reference"].values == ()
+    # a number whose line does not run on into an address keeps its label
+    assert fields("FUYI MINIMARKET\nNo. CS-20242\nTAMAN SEJATI,\nTotal 12.00")["reference"].values == ("CS-20242",)
+
+
 def test_a_title_line_heads_no_column_of_numbers_and_a_credit_note_number_is_the_reference() -> None:
     # "TAX INVOICE" is the title, not a row of labels over a row of values: the item code below is no number of it
     text = "MR. D.I.Y. (M) SDN BHD\nTAX INVOICE\nSOURING PAD 1018-4 4S *S\nTotal 11.20"

@@ -254,9 +254,14 @@ _STREET = re.compile(STREET, re.I)
 
 def reference_choice(text: str, doc_type: str | None = None) -> Choice:
     lines = text.splitlines()
+
+    def address(i: int) -> bool:  # a street line, or one that runs on into a street line ("NO 43-45-47G,")
+        return bool(_STREET.search(lines[i]) or (lines[i].rstrip().endswith(",") and i + 1 < len(lines)
+                                                 and _STREET.search(lines[i + 1])))
+
     # a bare "No." or "#" on an address line numbers the house ("No. 12, Jalan Permas", "No. 9 Hill Street")
     found = [f for f in locate(text, "reference", _reference_spans, doc_type)
-             if not (f.tier == WEAK and _STREET.search(lines[f.line]))]
+             if not (f.tier == WEAK and address(f.line))]
     values, tier = _tiered(found, fallback_unlabelled=False)
     if tier not in LABELLED_TIERS:
         return Choice((), "none", nullable=True)

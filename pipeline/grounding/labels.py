@@ -111,7 +111,9 @@ _REFERENCE = {
     WEAK: [
         r"(?:tax\s+)?invoice",  # "TAX INVOICE" is one title, not a row of two labels heading a row of values
         r"facture", r"rechnung", r"factuur", r"factura", r"fattura", r"receipt", r"bill", r"ref\.?", r"reference",
-        r"our\s+ref\.?", r"no\.", r"n[o\u00b0\u00ba]\.?", r"nr\.", r"#",
+        r"our\s+ref\.?", r"no\.", r"n[o\u00b0\u00ba]\.?", r"nr\.",
+        # "#", but not the mark shops print after an article's code ("HOOK 1526#"), unless a colon follows it
+        r"(?<!\d)#|#(?=\s*:)",
     ],
     NEGATIVE: [
         r"order\s*(?:number|no\.?|#|id)?", r"p\.?\s*o\.?\s*(?:number|no\.?|#)?", r"purchase\s+order",
