@@ -261,6 +261,14 @@ def test_the_proven_total_rounded_to_the_coin_is_the_amount(net: int, rate: int,
     assert fields(text)["amount"].values == (f"{paid:.2f}",)
 
 
+def test_a_tax_summarys_net_and_tax_are_not_two_taxes_of_a_doubled_total() -> None:
+    # "GST @6% 23.58 1.42" prints the net and the tax of the 25.00 paid: 50.00 = 25.00 + 23.58 + 1.42 is a chance
+    # sum (taxes together as large as their net), and 50.00 is the cash tendered
+    text = ("2 SubTotal 25.00\nNet Total 25. J\nC 50.00\nC. GE 25.00\nTax Summary Amt Tax\n"
+            "SR:inclusive of GST @6% 23.58 1.42")
+    assert fields(text)["amount"].values == ("25.00",)
+
+
 def test_cash_tendered_minus_change_proves_the_amount_not_a_chance_sum() -> None:
     # 10.00 = 9.34 + 0.56 + 0.10 must not prove the cash as a total; 10.00 - 0.10 = 9.90 is what was paid
     text = ("6942131561507 1X 9.90 9.90\nTotal Incl. GSTa6X RM 9,90\nCASH RM 10.00\nCHANGE RM 0.10\n"

@@ -91,8 +91,8 @@ def _sums_of_parts(text: str, found: list[Located], totals: list[str]) -> set[st
         for i, a in enumerate(tax_d):
             if t - a in net_d and t - a > a:  # the net is larger than its tax
                 proven.add(total)
-            for b in tax_d[i + 1:]:
-                if t - a - b in net_d and t - a - b > max(a, b):
+            for b in tax_d[i + 1:]:  # two taxes together stay below their net (a summary's net and tax are no pair)
+                if t - a - b in net_d and t - a - b > a + b:
                     proven.add(total)
     return proven
 
