@@ -150,6 +150,27 @@ def test_a_date_run_into_its_time_is_still_a_date(day: dt.date, sep: str, time: 
     assert fields(text)["date"].values == (day.isoformat(),)
 
 
+@settings(max_examples=40, deadline=None)
+@given(sale=st.dates(min_value=dt.date(2005, 1, 1), max_value=dt.date(2035, 12, 31)),
+       other=st.dates(min_value=dt.date(2005, 1, 1), max_value=dt.date(2035, 12, 31)),
+       stamp=st.sampled_from(["{d:02d}-{m:02d}-{y} (Sun) 16:02", "{d:02d}-{m:02d}-{y2:02d} 21:49 SH03 T1",
+                              "10:12AM 560272 {d:02d}-{m:02d}-{y2:02d}"]))
+def test_an_unlabelled_date_printed_with_its_time_beats_a_stamp_and_a_period(sale: dt.date, other: dt.date,
+                                                                             stamp: str) -> None:
+    """No date is labelled: the till's time stamp is when the sale was made; a date printed without a time (a
+    rubber stamp) says less, and the two ends of a period (an offer's) are no document's date."""
+    printed = stamp.format(d=sale.day, m=sale.month, y=sale.year, y2=sale.year % 100)
+    end = other + dt.timedelta(days=100)
+    offer = f"{other.day} {other.strftime('%B')} {other.year} - {end.day} {end.strftime('%B')} {end.year}"
+    text = (f"KEDAI MAJU SDN BHD\nPAID {other.day} {other.strftime('%b').upper()} {other.year}\nTOTAL RM 4.00\n"
+            f"{printed}\nOFFER {offer}")
+    assert fields(text)["date"].values == (sale.isoformat(),)
+    # without a time stamp the stamp's date stays a candidate, the period's ends never
+    text = f"KEDAI MAJU SDN BHD\nPAID {printed.split()[0] if ':' not in printed.split()[0] else printed.split()[2]}"
+    assert fields(text)["date"].values == (sale.isoformat(),)
+    assert fields(f"KEDAI MAJU\n{offer}")["date"].values == ()
+
+
 # ------------------------------------------------------------------ amounts
 
 _GROUPING = {"en": (",", "."), "de": (".", ","), "fr": ("\u00a0", ","), "ch": ("'", ".")}

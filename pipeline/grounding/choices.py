@@ -216,9 +216,35 @@ def _title_dated(text: str, found: list[Located]) -> list[Located]:
     return out
 
 
+# A time of day beside a date: a till's or a system's time stamp ("14-03-18 21:49", "10:12AM ... 11-05-16").
+_TIME_OF_DAY = re.compile(r"(?<![\d:])(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d)?(?:\s*[AaPp]\.?[Mm]\.?)?(?![\d:])")
+# What joins the two ends of a period: "24 NOVEMBER 2017 - 4 MARCH 2018", "01.03.2020 bis 31.03.2020".
+_PERIOD_JOIN = re.compile(r"(?i)\s*(?:-|\u2013|\u2014|to|till|until|through|bis|au|al|tot|t/m)\s*")
+
+
+def _unlabelled_dates(text: str, found: list[Located], order: str | None) -> list[str]:
+    """The unlabelled dates that may be the document's own, best first: the two ends of a period (an offer's, a
+    contract's) are not; a date printed with a time of day (when the sale was rung up, or the document made) beats
+    one printed without (a rubber stamp, a date in an item's text)."""
+    lines = text.splitlines()
+    in_period: set[tuple[int, str]] = set()
+    for i in {f.line for f in found if f.tier is None}:
+        spans = sorted(date_spans(lines[i], order))
+        for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+            if _PERIOD_JOIN.fullmatch(lines[i][end:start]):
+                in_period |= {(i, first), (i, second)}
+    loose = [f for f in found if f.tier is None and (f.line, f.value) not in in_period]
+    stamped = [f for f in loose if _TIME_OF_DAY.search(lines[f.line])]
+    return unique(f.value for f in stamped or loose)
+
+
 def date_choice(text: str, order: str | None, doc_type: str | None = None) -> Choice:
     found = _title_dated(text, locate(text, "date", lambda line: date_spans(line, order), doc_type))
     values, tier = _tiered(found)
+    if tier == "unlabelled":
+        values = _unlabelled_dates(text, found, order)
+        if not values:  # only a period's ends are printed: what else the page labels, or nothing
+            values, tier = _tiered([f for f in found if f.tier is not None])
     decided = len(values) == 1 and tier in LABELLED_TIERS
     return Choice(tuple(values), tier, nullable=tier in (NEGATIVE, "none"), decided=decided)
 
