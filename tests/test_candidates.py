@@ -389,6 +389,18 @@ def test_a_hash_after_an_item_code_marks_the_code_and_labels_no_number(item: str
     assert fields("ACME TRADING SDN BHD\nBi11#:V001-540338\nTotal 12.00")["reference"].values == ("V001-540338",)
 
 
+@pytest.mark.parametrize("number", ["INV/2023/03/0008", "INV-7", "INV04096", "inv_2291"])
+def test_a_number_that_names_itself_an_invoices_is_a_reference_candidate(number: str) -> None:
+    """"INV/2023/03/0008" under a bare title "Invoice": the number's own prefix says what it numbers."""
+    assert fields(f"Invoice\n{number}\nAzure Interior\nTotal $112.00")["reference"].values == (number,)
+    # a labelled number stays the one; a word that only starts like it ("INVENTORY 2291") is none
+    assert fields(f"{number}\nInvoice No: 5512\nTotal $112.00")["reference"].values == ("5512",)
+    assert fields("INVENTORY 2291\nTotal $112.00")["reference"].values == ()
+    # the label glued to its number by OCR: the number alone, under its label
+    assert fields("URBAN IDEA SDN BHD\nInvoice#1/A-42210-140220\nTotal 12.00")["reference"].values == (
+        "1/A-42210-140220",)
+
+
 def test_a_house_number_whose_street_follows_on_the_next_line_is_not_the_documents_number() -> None:
     text = "FUYI MINIMARKET\nNO 43-45-47G,\nTAMAN SEJATI,\n45600 BESTARI JAYA\nTotal 12.00"
     assert fields(text)["reference"].values == ()

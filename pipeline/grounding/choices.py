@@ -268,14 +268,16 @@ def _reference_spans(line: str) -> list[tuple[int, int, str]]:
             continue
         if any(s < m.end() and start < e for s, e in taken):
             continue
-        glued = re.match(r"^[^\W\d_]*(?:nr|no|n|num|nummer|id)[.\u00b0\u00ba:#](?P<tail>\w[\w/.\-]*)$", token, re.I)
-        if glued:  # "Kundennr.30064443": the number alone
+        glued = re.match(r"^[^\W\d_]*(?:nr|no|n|num|nummer|id|inv|invoice)[.\u00b0\u00ba:#](?P<tail>\w[\w/.\-]*)$",
+                         token, re.I)
+        if glued:  # "Kundennr.30064443", "Invoice#1/A-42210": the number alone
             token, start = glued["tail"], start + glued.start("tail")
         out.append((start, start + len(token), token))
     return out
 
 
 _STREET = re.compile(STREET, re.I)
+_SELF_NAMED = re.compile(r"(?i)inv(?:oice)?[-/_.#]?\d")
 
 
 def reference_choice(text: str, doc_type: str | None = None) -> Choice:
@@ -288,6 +290,9 @@ def reference_choice(text: str, doc_type: str | None = None) -> Choice:
     # a bare "No." or "#" on an address line numbers the house ("No. 12, Jalan Permas", "No. 9 Hill Street")
     found = [f for f in locate(text, "reference", _reference_spans, doc_type)
              if not (f.tier == WEAK and address(f.line))]
+    # a number whose own prefix says it numbers an invoice ("INV/2023/03/0008" under a bare title) is labelled by it
+    found = [Located(f.value, WEAK, f.line, f.start) if f.tier is None and _SELF_NAMED.match(f.value) else f
+             for f in found]
     values, tier = _tiered(found, fallback_unlabelled=False)
     if tier not in LABELLED_TIERS:
         return Choice((), "none", nullable=True)
