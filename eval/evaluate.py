@@ -39,7 +39,7 @@ from pipeline.config import (
     demo_model_dir,
     speculative_config,
 )
-from pipeline.grounding import field_confidence
+from pipeline.grounding import field_confidence, focused_text
 from pipeline.identity import sha256_bytes
 from pipeline.infer.validate import decoding_schema
 from pipeline.ingest.einvoice import einvoice_fields
@@ -73,9 +73,13 @@ class EvalItem:
     embedded: dict[str, Any] | None = None  # the fields its embedded e-invoice XML states (`pipeline.ingest.einvoice`)
     ocr: bool = False  # some of its text was read by OCR
 
-    def prompt_ids(self, tokenizer: Any) -> list[int]:
-
-        return encode_prompt(tokenizer, self.kind, text=self.document_text or "", facts=self.facts)
+    def prompt_ids(self, tokenizer: Any, grounding: bool = True) -> list[int]:
+        """Grounded, a document's prompt shows the lines its candidates lie on, as `pipeline run`'s does; the model
+        alone reads the whole text."""
+        text = self.document_text or ""
+        if grounding and self.kind == "document":
+            text = focused_text(text)
+        return encode_prompt(tokenizer, self.kind, text=text, facts=self.facts)
 
 
 def _matches(item: EvalItem, name: str, pred: Any, gold: Any) -> bool:
@@ -341,7 +345,7 @@ def run_eval(model_dir: str | Path | None = None, quantization: str | None = Non
         items, skipped = load_items(eval_dir, limit)
     tok = load_tokenizer(model_parts(model_dir)[0])
     model_items = [it for it in items if it.embedded is None]
-    token_ids = [it.prompt_ids(tok) for it in model_items]
+    token_ids = [it.prompt_ids(tok, grounding and backend == "engine") for it in model_items]
     schemas = [decoding_schema(it.kind, it.document_text if grounding else None, it.facts if grounding else None)
                for it in model_items]
     start = time.perf_counter()

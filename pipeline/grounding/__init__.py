@@ -19,6 +19,7 @@ one; the constraint only rules out values the document never states.
     issuer.py    issuer candidates: legal-entity names and the sender block, never the recipient's
     doc_types.py document type from title words and cues
     schema.py    narrowing a decoding schema to the candidates; `grounded` and per-field confidence of a row
+    focus.py     what of a document the model reads: the lines its open choices lie on, and what frames them
 
 The engine stays unaware of this: it receives an ordinary JSON schema per request.
 """
@@ -28,6 +29,7 @@ from pipeline.grounding.accounts import account_candidates
 from pipeline.grounding.amounts import amount_candidates, currency_candidates
 from pipeline.grounding.choices import document_choices
 from pipeline.grounding.dates import date_candidates
+from pipeline.grounding.focus import focused_text
 from pipeline.grounding.schema import (
     CANDIDATE_FIELDS,
     CHOICE_FIELDS,
@@ -43,4 +45,4 @@ from pipeline.grounding.spans import party_candidates
 
 __all__ = ["CANDIDATE_FIELDS", "CHOICE_FIELDS", "Choice", "GROUNDING_VERSION", "MAX_ENUM_VALUES", "account_candidates",
            "amount_candidates", "currency_candidates", "date_candidates", "document_candidates", "document_choices",
-           "field_choices", "field_confidence", "grounded_schema", "is_grounded", "party_candidates"]
+           "field_choices", "focused_text", "field_confidence", "grounded_schema", "is_grounded", "party_candidates"]

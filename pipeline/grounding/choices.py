@@ -252,7 +252,7 @@ def date_choice(text: str, order: str | None, doc_type: str | None = None) -> Ch
 _REF_TOKEN = re.compile(r"[^\s:;,()\[\]<>\"'|]+")
 
 
-def _reference_spans(line: str) -> list[tuple[int, int, str]]:
+def reference_spans(line: str) -> list[tuple[int, int, str]]:
     """Tokens holding a digit that are not dates or amounts: the candidates for a document number. A token runs
     up to the next label ("993548900Factuurnummer:" holds the number 993548900)."""
     taken = [(s, e) for s, e, _ in date_spans(line)] + [(s, e) for s, e, _ in amount_spans(line)]
@@ -288,7 +288,7 @@ def reference_choice(text: str, doc_type: str | None = None) -> Choice:
                                                  and _STREET.search(lines[i + 1])))
 
     # a bare "No." or "#" on an address line numbers the house ("No. 12, Jalan Permas", "No. 9 Hill Street")
-    found = [f for f in locate(text, "reference", _reference_spans, doc_type)
+    found = [f for f in locate(text, "reference", reference_spans, doc_type)
              if not (f.tier == WEAK and address(f.line))]
     # a number whose own prefix says it numbers an invoice ("INV/2023/03/0008" under a bare title) is labelled by it
     found = [Located(f.value, WEAK, f.line, f.start) if f.tier is None and _SELF_NAMED.match(f.value) else f

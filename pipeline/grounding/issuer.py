@@ -156,7 +156,7 @@ def _has_name(s: str) -> bool:
     return bool(re.search(r"[^\W\d_]{2}", re.sub(r"\(\s*\w\s*\)", " ", rest)))
 
 
-def _buyer_lines(lines: list[str], payees: dict[int, int]) -> set[int]:
+def buyer_lines(lines: list[str], payees: dict[int, int]) -> set[int]:
     """Lines of recipient blocks: the label's line (its text after the label) and up to three lines below it."""
     out: set[int] = set()
     for i, line in enumerate(lines):
@@ -266,7 +266,7 @@ def issuer_choice(text: str, doc_type: str | None = None) -> Choice:
     first_page = text.split("\n[page 2]\n", 1)[0]
     lines = _read_name_lines([_canonical_forms(" ".join(line.split())) for line in first_page.splitlines()])
     payees = _payee_lines(lines) if doc_type in PAYEE_TYPES else {}
-    buyer = _buyer_lines(lines, payees)
+    buyer = buyer_lines(lines, payees)
     head = _letterhead(lines, buyer)
     # the recipient's lines and a former name are never who issued the document
     buyer |= _former_name_lines(lines)

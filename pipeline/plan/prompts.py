@@ -17,10 +17,11 @@ from typing import Any, Protocol
 
 from pipeline.plan.windows import FLAG_COUNTS
 
-PROMPT_VERSION = "doc-v1/win-v1/sec-v1"
+PROMPT_VERSION = "doc-v2/win-v1/sec-v1"
 # v2: no schema text (decoding enforces the schema); win-v3: each count a flag rests on is named by that flag;
-# sec-v1: section summaries of long documents
-CHAT_PROMPT_VERSION = "chat-doc-v3/chat-win-v4/chat-sec-v2"
+# sec-v1: section summaries of long documents; doc-v2 / chat-doc-v4: a document shows the lines its open choices
+# lie on (`pipeline.grounding.focus`)
+CHAT_PROMPT_VERSION = "chat-doc-v4/chat-win-v4/chat-sec-v2"
 ANSWER_MARKER = "### JSON:\n"
 
 DOCUMENT_INSTRUCTION = (

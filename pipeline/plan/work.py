@@ -77,8 +77,11 @@ class WorkUnit:
     def prompt_ids(self, tokenizer: Any, text: str | None = None) -> list[int]:
         """The full prompt's token ids; `text` overrides the document text (truncation)."""
 
-        if self.kind in ("document", "section"):
-            return encode_prompt(tokenizer, self.kind, text=self.text if text is None else text,
+        if self.kind == "document":  # the lines its candidates lie on (`pipeline.grounding.focus`)
+            shown = grounding.focused_text(self.text if text is None else text)
+            return encode_prompt(tokenizer, "document", text=shown)
+        if self.kind == "section":
+            return encode_prompt(tokenizer, "section", text=self.text if text is None else text,
                                  title=self.context.get("title_line"))
         if self.kind == "window":
             return encode_prompt(tokenizer, "window", facts=self.facts)
