@@ -45,4 +45,4 @@ from pipeline.grounding.spans import party_candidates
 
 __all__ = ["CANDIDATE_FIELDS", "CHOICE_FIELDS", "Choice", "GROUNDING_VERSION", "MAX_ENUM_VALUES", "account_candidates",
            "amount_candidates", "currency_candidates", "date_candidates", "document_candidates", "document_choices",
-           "field_choices", "focused_text", "field_confidence", "grounded_schema", "is_grounded", "party_candidates"]
+           "field_choices", "field_confidence", "focused_text", "grounded_schema", "is_grounded", "party_candidates"]
