@@ -22,8 +22,11 @@ SMALL_KV = 800 * KV_BYTES_PER_TOKEN  # one engine holds 800 tokens: enough for s
 
 
 def _long_invoice() -> list[str]:
-    lines = [f"Line {i:03d}: consulting services, week {i % 52 + 1}, {i % 9 + 1} hours at 95.00 EUR" for i in range(30)]
-    return ["INVOICE No. CP-2024-0042\nIssuer: Ringwood Analytics GmbH\nDate: 2024-03-15\n" + "\n".join(lines)
+    # no date is labelled, so every line's date is one the model chooses among and stays in what it reads
+    # (`pipeline.grounding.focus`): the prompt is long, not only the text
+    lines = [f"Line {i:03d}: 2024-03-{i % 28 + 1:02d} consulting services, {i % 9 + 1} hours at 95.00 EUR"
+             for i in range(30)]
+    return ["INVOICE No. CP-2024-0042\nIssuer: Ringwood Analytics GmbH\n" + "\n".join(lines)
             + "\nTotal due: 4,275.00 EUR"]
 
 
