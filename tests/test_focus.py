@@ -3,9 +3,11 @@ them; a pipeline run's and a grounded eval's document prompts show that, the mod
 
 from __future__ import annotations
 
+import pipeline.grounding
 from pipeline.grounding import document_choices, focused_text
 from pipeline.grounding.dates import date_spans
 from pipeline.grounding.focus import GAP, HEAD_LINES, TAIL_LINES
+from pipeline.plan.bucketing import _fit
 from pipeline.plan.work import WorkUnit
 
 ITEMS = [f"Widget model {n} blue 1 x {n}.10" for n in range(30)]
@@ -80,3 +82,30 @@ def test_a_runs_document_prompt_shows_the_focused_text() -> None:
     # a truncated text is focused the same way
     cut = text[:len(text) // 2]
     assert focused_text(cut) in "".join(chr(i) for i in unit.prompt_ids(Words(), cut))
+
+
+def test_a_document_whose_focused_prompt_is_too_long_is_cut_as_it_is_scanning_its_candidates_once(monkeypatch) -> None:
+    """Truncation searches the longest prefix that fits; focusing each prefix would compute every candidate again
+    at each step (30 s a time on a 352-page book), so a document whose focused prompt does not fit is read as a
+    prefix of its text, and its candidates are scanned once."""
+    class Words:
+        chat_template = None
+
+        def encode(self, text: str) -> list[int]:
+            return [ord(c) for c in text]
+
+    calls: list[int] = []
+    real = pipeline.grounding.focused_text
+
+    def counted(text: str) -> str:
+        calls.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(pipeline.grounding, "focused_text", counted)
+    # every line a date the model chooses among: the focused text is the whole text
+    text = "ACME GMBH\n" + "\n".join(f"Item {i} 2024-03-{i % 28 + 1:02d} 1 x 5" for i in range(200))
+    unit = WorkUnit(row_id="r", kind="document", source_files=["a.pdf"], text=text)
+    ids, truncated, full, chars = _fit(unit, Words(), 2_000)
+    assert truncated and chars is not None and 0 < chars < len(text) and len(ids) <= 2_000
+    assert "".join(chr(i) for i in ids).find(text[:chars].strip()) > 0  # the prefix as it is, no "[...]"
+    assert [n for n in calls if n > 0] == [len(text)]  # the whole text's candidates, once

@@ -100,20 +100,22 @@ def _fit(unit: WorkUnit, tokenizer: TextTokenizer, budget: int) -> tuple[list[in
         raise ValueError(f"window prompt has {full} tokens; the budget is {budget}")
     if len(unit.prompt_ids(tokenizer, "")) > budget:
         raise ValueError(f"the instruction alone exceeds the budget of {budget} tokens")
+    # Even the lines of its choices do not fit: the model reads the text's longest prefix that does, as it is
+    # (focusing each prefix would scan every candidate again at each step of the search)
     text = unit.text
     lo, hi = 0, len(text)  # binary search on characters: largest prefix that fits
-    ratio = budget / full
+    ratio = budget / len(unit.prompt_ids(tokenizer, focus=False))
     guess = int(len(text) * ratio)
     for _ in range(40):
         if hi - lo <= 1:
             break
         mid = min(max(guess, lo + 1), hi - 1) if guess else (lo + hi) // 2
         guess = 0
-        if len(unit.prompt_ids(tokenizer, text[:mid])) <= budget:
+        if len(unit.prompt_ids(tokenizer, text[:mid], focus=False)) <= budget:
             lo = mid
         else:
             hi = mid
-    ids = unit.prompt_ids(tokenizer, text[:lo])
+    ids = unit.prompt_ids(tokenizer, text[:lo], focus=False)
     return ids, True, full, lo
 
 

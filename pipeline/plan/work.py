@@ -74,12 +74,13 @@ class WorkUnit:
     def source_file(self) -> str:
         return "; ".join(self.source_files)
 
-    def prompt_ids(self, tokenizer: Any, text: str | None = None) -> list[int]:
-        """The full prompt's token ids; `text` overrides the document text (truncation)."""
+    def prompt_ids(self, tokenizer: Any, text: str | None = None, focus: bool = True) -> list[int]:
+        """The full prompt's token ids; `text` overrides the document text (truncation). A document's prompt shows
+        the lines its candidates lie on (`pipeline.grounding.focus`), or with `focus=False` the text as it is."""
 
-        if self.kind == "document":  # the lines its candidates lie on (`pipeline.grounding.focus`)
-            shown = grounding.focused_text(self.text if text is None else text)
-            return encode_prompt(tokenizer, "document", text=shown)
+        if self.kind == "document":
+            shown = self.text if text is None else text
+            return encode_prompt(tokenizer, "document", text=grounding.focused_text(shown) if focus else shown)
         if self.kind == "section":
             return encode_prompt(tokenizer, "section", text=self.text if text is None else text,
                                  title=self.context.get("title_line"))
