@@ -52,12 +52,18 @@ class Word:
     height: int
 
 
-def tesseract_words(image, langs: str, config: str) -> list[Word]:  # type: ignore[no-untyped-def]
-    """The words Tesseract reads in the image (one process, single-threaded like every Tesseract call here)."""
+def _pytesseract():  # type: ignore[no-untyped-def]
+    """pytesseract, with the tesseract processes it starts single-threaded (OMP_THREAD_LIMIT, read by them)."""
     # lazy: only OCR'd pages need it
     import pytesseract
 
-    os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # read by the tesseract processes pytesseract starts
+    os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+    return pytesseract
+
+
+def tesseract_words(image, langs: str, config: str) -> list[Word]:  # type: ignore[no-untyped-def]
+    """The words Tesseract reads in the image (one process, single-threaded like every Tesseract call here)."""
+    pytesseract = _pytesseract()
     data = pytesseract.image_to_data(image, lang=langs, config=config, output_type=pytesseract.Output.DICT)
     return [Word(str(t), float(c), int(x), int(y), int(h))
             for t, c, x, y, h in zip(data["text"], data["conf"], data["left"], data["top"], data["height"])
@@ -74,10 +80,7 @@ def tesseract_read(image, notes: list[str], page: int, langs: str | None, psm: i
     """The page's text, read the right way up. Tesseract's orientation detection (OSD) proposes a turn; since it
     also proposes turning upright pages of dense receipt print upside down (5 of the shared receipt scans, taken
     for Greek script), a proposed turn is kept only when the turned page reads with higher word confidence."""
-    # lazy: only OCR'd pages need it
-    import pytesseract
-
-    os.environ.setdefault("OMP_THREAD_LIMIT", "1")  # read by the tesseract processes pytesseract starts
+    pytesseract = _pytesseract()
     langs = langs or languages()
     config = f"--psm {psm}"
     try:
