@@ -194,6 +194,16 @@ def test_openvino_reads_in_float32_the_text_onnxruntime_reads(tmp_path: Path) ->
 
 
 @both_runtimes
+def test_openvino_ocr_workers_are_not_bound_to_the_same_core() -> None:
+    # OpenVINO binds a compiled model's threads to cores counted from the first: every one-thread worker of
+    # `--ocr-workers N` would share core 0
+    for threads in (1, None):
+        loaded = _engine(threads, "openvino")
+        for part in (loaded.text_det, loaded.text_rec):
+            assert part.session.compiled.get_property("ENABLE_CPU_PINNING") is False
+
+
+@both_runtimes
 @pytest.mark.skipif(not RECEIPTS.is_dir(), reason="../shared/realdata/receipts not present")
 def test_openvino_and_onnxruntime_read_real_receipts_alike() -> None:
     for pdf in sorted(RECEIPTS.glob("*.pdf"))[:3]:

@@ -57,9 +57,9 @@ class IngestLimits(BaseModel):
     ocr_runtime: Literal["auto", "openvino", "onnxruntime"] = Field(
         default="auto", description="what runs RapidOCR's models: OpenVINO where installed (the faster here: "
                                     "docs/eval/ocr-settings.md), else onnxruntime; both give the same text")
-    # One by default: on the 2-core machine two one-thread processes read the shared receipts only 1.02-1.14x
-    # faster than one two-thread process (docs/bench/real/README.md); on many cores, where onnxruntime's threads
-    # scale worse, more may pay (each holds its own OCR models, ~150 MB).
+    # One by default: on the 2-core machines two one-thread processes read the shared receipts no faster than one
+    # two-thread process (onnxruntime: 1.02-1.14x; OpenVINO unpinned: the same time; docs/bench/real/README.md); on
+    # many cores, where one process's threads scale worse, more may pay (each holds its own OCR models, ~150 MB).
     ocr_workers: int = Field(default=1, ge=1, description="scans OCRed at once, each in its own worker process on "
                              "its share of the cores")
     isolate: bool = Field(default=True, description="parse in a worker process (False: in-process, no time or "

@@ -114,7 +114,10 @@ def _run_on_openvino(engine: Any, models: dict[str, Path], threads: int | None) 
     # lazy: only OCR'd pages need it
     import openvino
 
-    config = {"INFERENCE_PRECISION_HINT": "f32"} | ({"INFERENCE_NUM_THREADS": str(threads)} if threads else {})
+    # Unpinned: OpenVINO binds its threads to cores counted from the first, so two one-thread OCR workers
+    # (`--ocr-workers 2`) were both bound to core 0 and shared it (docs/bench/real/README.md, session 40).
+    config = ({"INFERENCE_PRECISION_HINT": "f32", "ENABLE_CPU_PINNING": False}
+              | ({"INFERENCE_NUM_THREADS": str(threads)} if threads else {}))
     core = openvino.Core()
     for part, task in ((engine._load_det_model(), "det"), (engine._load_rec_model(), "rec")):
         part.session = _OpenVinoSession(core.compile_model(core.read_model(models[task]), "CPU", config))
