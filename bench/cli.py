@@ -186,6 +186,7 @@ def _run_extraction(args: argparse.Namespace, console: Console) -> int:
 def _run_real(args: argparse.Namespace, console: Console) -> int:
     # lazy: the bench's modules load when it runs: `pipeline --help` stays fast
     from bench.real import render_real, run_real_bench
+    from bench.real_chart import write_real_chart
 
     configs: dict[str, list[str]] = {}
     for spec in args.run_config or ["default="]:
@@ -209,7 +210,8 @@ def _run_real(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]cannot run the real workload:[/red] {e}")
         return 2
     render_real(results, Console(width=None if sys.stdout.isatty() else 220))
-    console.print(f"wrote {args.out / 'real.json'}")
+    chart = write_real_chart(results, args.out)
+    console.print(f"wrote {args.out / 'real.json'}" + (f", {chart}" if chart else ""))
     return 0 if all(r["exit_status"] == 0 for r in results["runs"]) else 1
 
 

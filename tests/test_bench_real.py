@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.real import collect_inputs, link_inputs, score, time_split
+from bench.real_chart import parts_of, write_real_chart
 
 GOLD = {"doc_type": "invoice", "issuer": "ACME GmbH", "reference": "INV-7", "date": "2024-03-05", "currency": "EUR",
         "amount": 119.0}
@@ -76,6 +77,28 @@ def test_the_time_split_accounts_for_the_whole_wall_time() -> None:
     assert sum(split.values()) == pytest.approx(40.0, abs=0.05)
     assert split["infer: peer engine (prefill, decode, grammar)"] == 17.0
     assert split["infer: grounding, validation, staging"] == 3.0
+
+
+def test_the_charts_parts_hold_every_line_of_the_time_split_once() -> None:
+    manifest = {"timings_s": {"ingest": 10.0, "ingest.hash": 0.5, "ingest.parse_documents": 2.0, "ingest.ocr": 6.0,
+                              "plan": 0.2, "load_model": 4.0, "prepare": 1.0, "infer": 20.0, "total": 36.0},
+                "engine_stats": {"prefill_step_s": 8.0, "decode_step_s": 10.0, "sample_s": 3.0}}
+    for stats in (manifest["engine_stats"], {"generate_s": 17.0}):
+        split = time_split({**manifest, "engine_stats": stats}, wall_s=40.0)
+        parts = {name: seconds for name, _, seconds in parts_of(split)}
+        assert sum(parts.values()) == pytest.approx(sum(split.values()))
+        assert parts["OCR"] == 6.0 and parts["prompts, grounding, validation, staging"] == pytest.approx(
+            1.0 + split["infer: grounding, validation, staging"])
+
+
+def test_the_real_chart_draws_the_runs_that_ran(tmp_path: Path) -> None:
+    split = {"ingest: ocr": 6.0, "infer: prefill steps (forward)": 5.0, "plan": 0.2}
+    ran = {"label": "default", "time_split_s": split, "documents_per_hour": 100.0,
+           "score": {"fields_right": 5, "fields_scored": 6}}
+    failed = {"label": "broken", "exit_status": 1, "wall_s": 3.0}
+    path = write_real_chart({"documents": 7, "runs": [ran, failed]}, tmp_path)
+    assert path == tmp_path / "real.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert write_real_chart({"documents": 7, "runs": [failed]}, tmp_path / "none") is None
 
 
 def test_latency_percentiles_skip_requests_without_a_span() -> None:
