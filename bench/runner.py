@@ -238,7 +238,7 @@ def run_bench(
         "workload": workload.summary(),
         "mfu_definition": "model FLOPs of the workload (each token once through the stack, causal attention, logits "
                           "only at sampled positions; no credit or charge for caching, padding or recompute) / wall "
-                          "time / the bf16 GEMM peak above",
+                          "time / the dense GEMM peak of the run's dtype (gemm_peak)",
     }
     results["workload"]["model_flops"] = sum(
         request_flops(shape, len(r.prompt_token_ids), r.output_len) for r in workload.requests
