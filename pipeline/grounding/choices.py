@@ -22,7 +22,7 @@ from pipeline.grounding.amounts import amount_spans, currency_spans
 from pipeline.grounding.dates import date_spans, document_date_order
 from pipeline.grounding.doc_types import doc_type_choice, titled_line
 from pipeline.grounding.issuer import issuer_choice
-from pipeline.grounding.labelled import Located, line_starts, locate
+from pipeline.grounding.labelled import Located, Spans, line_starts, locate
 from pipeline.grounding.labels import (
     CASH_WORDS,
     CHANGE_WORDS,
@@ -42,6 +42,11 @@ class DocumentChoices:
     country: str | None
     date_order: str | None
     fields: dict[str, Choice] = field(default_factory=dict)
+
+    def scanners(self) -> dict[str, Spans]:
+        """The scanner that finds each printed-value field's values in a line, read as this document's dates are."""
+        return {"date": lambda line: date_spans(line, self.date_order), "amount": amount_spans,
+                "reference": _reference_spans}
 
 
 def _tiered(found: list[Located], fallback_unlabelled: bool = True) -> tuple[list[str], str]:
@@ -252,7 +257,7 @@ def date_choice(text: str, order: str | None, doc_type: str | None = None) -> Ch
 _REF_TOKEN = re.compile(r"[^\s:;,()\[\]<>\"'|]+")
 
 
-def reference_spans(line: str) -> list[tuple[int, int, str]]:
+def _reference_spans(line: str) -> list[tuple[int, int, str]]:
     """Tokens holding a digit that are not dates or amounts: the candidates for a document number. A token runs
     up to the next label ("993548900Factuurnummer:" holds the number 993548900)."""
     taken = [(s, e) for s, e, _ in date_spans(line)] + [(s, e) for s, e, _ in amount_spans(line)]
@@ -288,7 +293,7 @@ def reference_choice(text: str, doc_type: str | None = None) -> Choice:
                                                  and _STREET.search(lines[i + 1])))
 
     # a bare "No." or "#" on an address line numbers the house ("No. 12, Jalan Permas", "No. 9 Hill Street")
-    found = [f for f in locate(text, "reference", reference_spans, doc_type)
+    found = [f for f in locate(text, "reference", _reference_spans, doc_type)
              if not (f.tier == WEAK and address(f.line))]
     # a number whose own prefix says it numbers an invoice ("INV/2023/03/0008" under a bare title) is labelled by it
     found = [Located(f.value, WEAK, f.line, f.start) if f.tier is None and _SELF_NAMED.match(f.value) else f

@@ -14,9 +14,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from pipeline.grounding.accounts import account_candidates
-from pipeline.grounding.amounts import amount_spans
-from pipeline.grounding.choices import document_choices, reference_spans
-from pipeline.grounding.dates import date_spans
+from pipeline.grounding.choices import document_choices
 from pipeline.grounding.issuer import buyer_lines
 
 HEAD_LINES = 12  # the letterhead, the title and the recipient's address lie within the first lines
@@ -63,14 +61,13 @@ def focused_text(text: str) -> str:
         choice = choices.fields[name]
         return set() if choice.decided else set(choice.values)
 
-    dates, amounts, references = open_values("date"), open_values("amount"), open_values("reference")
+    # a field the labels decided needs no scan: its lines are not shown for it
+    scanned = [(scan, values) for name, scan in choices.scanners().items() if (values := open_values(name))]
     names = [" ".join(v.split()) for v in open_values("issuer")]
     keep = set(range(min(HEAD_LINES, len(lines)))) | set(range(max(0, len(lines) - TAIL_LINES), len(lines)))
     keep |= buyer_lines(lines, {}) | _account_lines(lines, account_candidates(text))
     for i, line in enumerate(lines):
-        if (any(v in dates for *_, v in date_spans(line, choices.date_order))
-                or any(v in amounts for *_, v in amount_spans(line))
-                or any(v in references for *_, v in reference_spans(line))
+        if (any(v in values for scan, values in scanned for *_, v in scan(line))
                 or any(name in " ".join(line.split()) for name in names if name)):
             keep |= {i, *_label_above(lines, i)}
     out: list[str] = []

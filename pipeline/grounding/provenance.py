@@ -22,9 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.grounding._common import LABELLED_TIERS
-from pipeline.grounding.amounts import amount_spans, currency_spans
-from pipeline.grounding.choices import document_choices, reference_spans
-from pipeline.grounding.dates import date_spans
+from pipeline.grounding.amounts import currency_spans
+from pipeline.grounding.choices import document_choices
 from pipeline.grounding.labelled import Spans, locate
 from pipeline.ingest.pdf_text import PAGE_MARK
 
@@ -96,8 +95,7 @@ def text_sources(fields: dict[str, Any], text: str) -> list[FieldSource]:
     choices = document_choices(text)
     kind = choices.fields["doc_type"]
     doc_type = kind.values[0] if kind.decided else None
-    scanners: dict[str, Spans] = {"date": lambda line: date_spans(line, choices.date_order), "amount": amount_spans,
-                                  "reference": reference_spans}
+    scanners = choices.scanners()
     page_of = _page_of(text)
     out = []
     for name in SOURCE_FIELDS:
