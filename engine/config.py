@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from engine.speculative.config import SpeculativeConfig
 
 GiB = 1 << 30
+# The step token budget under `memory_limit` unless one is given: the limit reserves two steps' working set, which
+# grows with the budget, and on CPU prefill stays GEMM-bound at this many rows a step (docs/eval/bank-exports.md).
+MEMORY_LIMIT_STEP_TOKENS = 512
 
 
 class EngineSettings(BaseModel):
@@ -24,7 +27,9 @@ class EngineSettings(BaseModel):
         "auto", description="weights and activations (auto: the checkpoint's, float32 on a CPU without bf16)")
     device: str = Field("auto", description="auto, cpu or cuda[:N]")
     max_num_seqs: int = Field(128, ge=1, description="most sequences in one engine step")
-    max_num_batched_tokens: int = Field(2048, ge=16, description="token budget of one engine step")
+    max_num_batched_tokens: int = Field(
+        2048, ge=16, description=f"token budget of one engine step ({MEMORY_LIMIT_STEP_TOKENS} under memory_limit "
+                                 "unless given)")
     kv_cache_memory: int | None = Field(
         None, ge=1, description="bytes for the KV pool (per rank under context parallelism); default: room for "
                                 "max_num_seqs full-length sequences within the device's caps")
@@ -50,6 +55,15 @@ class EngineSettings(BaseModel):
     speculative_config: SpeculativeConfig | None = Field(
         None, description="speculative decoding (ngram prompt lookup or a draft model); greedy outputs are "
                           "identical with and without it")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _step_budget_under_a_limit(cls, data: Any) -> Any:
+        """Under a memory limit, steps the limit can afford two of, unless the caller chose a budget."""
+        if isinstance(data, dict) and data.get("memory_limit") is not None \
+                and data.get("max_num_batched_tokens") is None:
+            return {**data, "max_num_batched_tokens": MEMORY_LIMIT_STEP_TOKENS}
+        return data
 
     @model_validator(mode="after")
     def _one_kv_sizing(self) -> EngineSettings:

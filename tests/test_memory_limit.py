@@ -90,6 +90,18 @@ def test_the_pipeline_run_flag_reaches_the_engine_options():
     assert engine_options(args)["memory_limit"] == int(1.5 * (1 << 30))
 
 
+def test_a_memory_limit_alone_gives_steps_the_budget_that_leaves_the_kv_pool_room():
+    """A step's working set grows with its token budget and the limit reserves two of them, so at the 2,048-token
+    default a 1.4 GB limit left the default model's pool room for about a third of the windows that 512-token
+    steps leave; the one flag is enough (docs/eval/bank-exports.md)."""
+    from engine.config import MEMORY_LIMIT_STEP_TOKENS, EngineSettings
+
+    assert EngineSettings().max_num_batched_tokens == 2048
+    assert EngineSettings(memory_limit=1 << 30).max_num_batched_tokens == MEMORY_LIMIT_STEP_TOKENS
+    assert EngineSettings(memory_limit=1 << 30, max_num_batched_tokens=2048).max_num_batched_tokens == 2048
+    assert EngineSettings(kv_cache_memory=1 << 28).max_num_batched_tokens == 2048
+
+
 def test_the_allocator_is_tuned_only_after_the_weights_are_built(wide_kv_model, monkeypatch):
     """Tuned first, every transient of loading (dequantised copies, fused projections, merged adapter deltas)
     stayed in the heap until the end of the build and raised the process's peak by that much."""
