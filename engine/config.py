@@ -14,7 +14,8 @@ from engine.speculative.config import SpeculativeConfig
 
 GiB = 1 << 30
 # The step token budget under `memory_limit` unless one is given: the limit reserves two steps' working set, which
-# grows with the budget, and on CPU prefill stays GEMM-bound at this many rows a step (docs/eval/bank-exports.md).
+# grows with the budget; a smaller one left the KV pool little more room and made the run no faster
+# (docs/bench/design-choices.md).
 MEMORY_LIMIT_STEP_TOKENS = 512
 
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 import engine.build as build_module
 from engine import LLM, MemoryLimitError, SamplingParams
+from engine.config import MEMORY_LIMIT_STEP_TOKENS, EngineSettings
 from engine.memory_budget import resident_bytes
 from tests.helpers.checkpoints import make_checkpoint
 
@@ -91,11 +92,9 @@ def test_the_pipeline_run_flag_reaches_the_engine_options():
 
 
 def test_a_memory_limit_alone_gives_steps_the_budget_that_leaves_the_kv_pool_room():
-    """A step's working set grows with its token budget and the limit reserves two of them, so at the 2,048-token
-    default a 1.4 GB limit left the default model's pool room for about a third of the windows that 512-token
-    steps leave; the one flag is enough (docs/eval/bank-exports.md)."""
-    from engine.config import MEMORY_LIMIT_STEP_TOKENS, EngineSettings
-
+    """A step's working set grows with its token budget and the limit reserves two of them: at the 2,048-token
+    default a tight limit left the KV pool far fewer blocks than 512-token steps do, so the limit alone now picks
+    the smaller steps; a budget the caller gives still wins (docs/eval/bank-exports.md)."""
     assert EngineSettings().max_num_batched_tokens == 2048
     assert EngineSettings(memory_limit=1 << 30).max_num_batched_tokens == MEMORY_LIMIT_STEP_TOKENS
     assert EngineSettings(memory_limit=1 << 30, max_num_batched_tokens=2048).max_num_batched_tokens == 2048
